@@ -1,0 +1,147 @@
+"""Session: load a model, check feeds, run it, and explain how each loop runs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import InputError
+from .ir import Graph, Loop, OptionalType, SequenceType, TensorType, Type, format_graph, iter_ops
+from .interp.graph import Options, run_graph
+from .verify import verify
+
+_ONNX_TYPE_NAMES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double", np.dtype(np.float16): "float16",
+                    np.dtype(np.bool_): "bool", np.dtype(object): "string"}
+
+
+@dataclass(frozen=True)
+class ValueInfo:
+    """A model input or output as onnxruntime's NodeArg shows it: name, shape and type."""
+
+    name: str
+    shape: list[int | str | None] | None
+    type: str
+
+
+def _type_name(t: Type | None) -> str:
+    if isinstance(t, SequenceType):
+        return f"seq({_type_name(t.elem)})"
+    if isinstance(t, OptionalType):
+        return f"optional({_type_name(t.elem)})"
+    if isinstance(t, TensorType) and t.dtype is not None:
+        return f"tensor({_ONNX_TYPE_NAMES.get(t.dtype, t.dtype.name)})"
+    return "tensor(unknown)"
+
+
+def _info(graph: Graph, name: str) -> ValueInfo:
+    t = graph.type_of(name)
+    shape = list(t.shape) if isinstance(t, TensorType) and t.shape is not None else None
+    return ValueInfo(name, shape, _type_name(t))
+
+
+class Session:
+    """A loaded model, ready to run; shaped like onnxruntime's InferenceSession."""
+
+    def __init__(self, graph: Graph, *, max_iterations: int | None = None):
+        verify(graph)
+        self.graph = graph
+        if max_iterations is None and os.environ.get("RNNLOOP_MAX_ITERATIONS"):
+            max_iterations = int(os.environ["RNNLOOP_MAX_ITERATIONS"])
+        self.options = Options(max_iterations=max_iterations)
+
+    def get_inputs(self) -> list[ValueInfo]:
+        return [_info(self.graph, n) for n in self.graph.inputs]
+
+    def get_outputs(self) -> list[ValueInfo]:
+        return [_info(self.graph, n) for n in self.graph.outputs]
+
+    def run(self, output_names: Sequence[str] | None, feeds: dict[str, Any]) -> list[Any]:
+        """Run the model on `feeds`; returns the named outputs (all when None): arrays, lists for sequences."""
+        graph = self.graph
+        wanted = list(graph.outputs) if output_names is None else list(output_names)
+        unknown = [n for n in wanted if n not in graph.outputs]
+        if unknown:
+            raise InputError(f"unknown output name(s) {unknown}; the model's outputs are {graph.outputs}")
+        args = check_feeds(graph, feeds)
+        outputs, _ = run_graph(graph, args, self.options)
+        by_name = dict(zip(graph.outputs, outputs))
+        # Constants and inputs returned as outputs are copied, so the caller owns every result.
+        return [_own(by_name[n]) if n in graph.constants or n in graph.inputs else by_name[n] for n in wanted]
+
+    def explain(self) -> str:
+        """How each loop runs, one line per loop."""
+        lines = []
+        for op in iter_ops(self.graph):
+            if isinstance(op, Loop):
+                lines.append(f"{op.where()}: interpreted (the fused compiler is not built yet)")
+        return "\n".join(lines) or "the model has no loops"
+
+    def ir_text(self) -> str:
+        """The model's IR in its stable text form."""
+        return format_graph(self.graph)
+
+
+def _own(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, list):
+        return [_own(v) for v in value]
+    return value
+
+
+def check_feeds(graph: Graph, feeds: dict[str, Any]) -> list[Any]:
+    """The feeds in input order, converted where the type allows; a clear error for any mismatch."""
+    if not isinstance(feeds, dict):
+        raise InputError(f"feeds must be a dict of input name to value, got {type(feeds).__name__}")
+    unknown = sorted(set(feeds) - set(graph.inputs))
+    missing = [n for n in graph.inputs if n not in feeds]
+    if unknown or missing:
+        parts = ([f"unknown input(s) {unknown}"] if unknown else []) + ([f"missing input(s) {missing}"] if missing else [])
+        raise InputError(f"{' and '.join(parts)}; the model's inputs are {graph.inputs}")
+    return [_check_value(name, feeds[name], graph.type_of(name)) for name in graph.inputs]
+
+
+def _check_value(name: str, value: Any, t: Type | None) -> Any:
+    if isinstance(t, OptionalType):
+        return None if value is None else _check_value(name, value, t.elem)
+    if isinstance(t, SequenceType):
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"input '{name}' is a sequence: pass a list of arrays, not {type(value).__name__}")
+        return [_check_value(f"{name}[{k}]", v, t.elem) for k, v in enumerate(value)]
+    if value is None:
+        raise InputError(f"input '{name}' is a tensor; None is only allowed for optional inputs")
+    expected = t.dtype if isinstance(t, TensorType) else None
+    if isinstance(value, np.ndarray):
+        array = value
+        if expected is not None and array.dtype != expected:
+            raise InputError(f"input '{name}' must be {expected}, got {array.dtype}; "
+                             f"convert it with .astype(np.{expected.name})")
+    else:  # Python scalars and lists, NumPy scalars: convert when no value changes kind
+        array = np.asarray(value)
+        if expected is not None:
+            if array.dtype != expected and not np.can_cast(array.dtype, expected, "same_kind") \
+                    and not (array.dtype.kind in "biu" and expected.kind in "fiu"):
+                raise InputError(f"input '{name}' must be {expected}; {value!r} cannot be converted to it")
+            array = array.astype(expected)
+    if isinstance(t, TensorType) and t.shape is not None:
+        if array.ndim != len(t.shape):
+            raise InputError(f"input '{name}' must have rank {len(t.shape)} (shape {list(t.shape)}), "
+                             f"got shape {list(array.shape)}")
+        for axis, (want, got) in enumerate(zip(t.shape, array.shape)):
+            if isinstance(want, int) and want != got:
+                raise InputError(f"input '{name}' must have size {want} on axis {axis} "
+                                 f"(shape {list(t.shape)}), got shape {list(array.shape)}")
+    return array
+
+
+def load(model: Any, *, base_dir: str | None = None, max_iterations: int | None = None) -> Session:
+    """Load an ONNX model (path, bytes or ModelProto) into a Session.
+
+    `max_iterations` (or RNNLOOP_MAX_ITERATIONS) stops any loop that runs longer with an error;
+    `base_dir` locates external data of a model given as bytes or a ModelProto.
+    """
+    from .frontends.onnx import convert_model, read_model
+    return Session(convert_model(read_model(model, base_dir)), max_iterations=max_iterations)

@@ -1,0 +1,141 @@
+"""Bad models and bad feeds raise clear rnnloop errors that name the node or input."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import rnnloop
+from helpers import parse, run
+
+DOUBLER = """
+doubler (int64 M, float[2] x0) => (float[2] x) {
+    x = Loop(M, , x0) <body = step (int64 i, bool c, float[2] x_in) => (bool c2, float[2] x_out) {
+        c2 = Identity(c)
+        x_out = Add(x_in, x_in)
+    }>
+}
+"""
+
+
+def test_body_with_too_few_outputs_is_a_load_error_naming_the_loop():
+    text = DOUBLER.replace("=> (bool c2, float[2] x_out)", "=> (bool c2)")
+    model = parse(text, check=False)
+    model.graph.node[0].name = "my_loop"
+    with pytest.raises(rnnloop.ModelError, match=r"Loop 'my_loop' .*returns 1 outputs.*needs at least 2"):
+        rnnloop.load(model)
+
+
+def test_body_with_too_many_inputs_is_a_load_error_naming_the_loop():
+    text = DOUBLER.replace("float[2] x_in)", "float[2] x_in, float[2] extra)")
+    with pytest.raises(rnnloop.ModelError, match=r"Loop .*body takes 4 inputs.*passes 3"):
+        rnnloop.load(parse(text, check=False))
+
+
+def test_carried_value_whose_dtype_changes_is_a_load_error_naming_the_loop():
+    text = DOUBLER.replace("x_out = Add(x_in, x_in)", "x_out = Cast <to = 11> (x_in)").replace(
+        "float[2] x_out)", "double[2] x_out)")
+    with pytest.raises(rnnloop.ModelError, match=r"Loop .*carried value 0 changes dtype"):
+        rnnloop.load(parse(text, check=False))
+
+
+def test_truncated_file_is_a_clear_load_error(tmp_path):
+    data = parse(DOUBLER).SerializeToString()
+    path = tmp_path / "model.onnx"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(rnnloop.ModelError):
+        rnnloop.load(str(path))
+
+
+def test_missing_file_is_a_clear_load_error(tmp_path):
+    with pytest.raises(rnnloop.ModelError, match="no such model file"):
+        rnnloop.load(str(tmp_path / "absent.onnx"))
+
+
+def test_every_unsupported_op_is_listed_in_one_error_with_its_node_name():
+    model = parse("""
+    odd (float[4] x) => (float[4] y) {
+        a = Hardmax(x)
+        y = Loop(, , a) <body = step (int64 i, bool c, float[4] v) => (bool c2, float[4] w) {
+            c2 = Identity(c)
+            w = Gelu(v)
+        }>
+    }""", opset=20)
+    model.graph.node[0].name = "first"
+    model.graph.node[1].attribute[0].g.node[1].name = "deep"
+    with pytest.raises(rnnloop.UnsupportedModelError) as info:
+        rnnloop.load(model)
+    message = str(info.value)
+    assert "2 unsupported" in message
+    assert "Gelu 'deep'" in message and "Hardmax 'first'" in message
+
+
+def test_loading_from_a_file_and_from_bytes_gives_the_same_session(tmp_path):
+    model = parse(DOUBLER)
+    path = tmp_path / "model.onnx"
+    onnx.save(model, str(path))
+    feeds = {"M": np.array(3, np.int64), "x0": np.array([1.0, 2.0], np.float32)}
+    expected = np.array([8.0, 16.0], np.float32)
+    for source in (str(path), path, model.SerializeToString(), model):
+        np.testing.assert_array_equal(rnnloop.load(source).run(None, feeds)[0], expected)
+
+
+def test_external_data_is_read_from_beside_the_model(tmp_path):
+    model = parse("ext (float[1000] x) => (float[1000] y) { y = Add(x, w) }", check=False)
+    w = np.arange(1000, dtype=np.float32)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(w, "w"))
+    path = tmp_path / "model.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, location="weights.bin", size_threshold=0)
+    y, = rnnloop.load(str(path)).run(None, {"x": np.ones(1000, np.float32)})
+    np.testing.assert_array_equal(y, w + 1)
+    with pytest.raises(rnnloop.ModelError, match="external data"):
+        rnnloop.load(onnx.load(str(path), load_external_data=False))
+
+
+class TestFeeds:
+    session = None
+
+    @classmethod
+    def setup_class(cls):
+        cls.session = rnnloop.load(parse(DOUBLER))
+
+    def test_missing_and_unknown_inputs_are_named(self):
+        with pytest.raises(rnnloop.InputError, match=r"unknown input\(s\) \['y'\] and missing input\(s\) \['x0'\]"):
+            self.session.run(None, {"M": np.array(1, np.int64), "y": np.zeros(2, np.float32)})
+
+    def test_wrong_dtype_is_named_with_the_fix(self):
+        with pytest.raises(rnnloop.InputError, match=r"input 'x0' must be float32, got float64.*astype"):
+            self.session.run(None, {"M": np.array(1, np.int64), "x0": np.zeros(2)})
+
+    def test_wrong_rank_and_wrong_fixed_dimension_are_named(self):
+        with pytest.raises(rnnloop.InputError, match=r"input 'x0' must have rank 1"):
+            self.session.run(None, {"M": np.array(1, np.int64), "x0": np.zeros((1, 2), np.float32)})
+        with pytest.raises(rnnloop.InputError, match=r"input 'x0' must have size 2 on axis 0"):
+            self.session.run(None, {"M": np.array(1, np.int64), "x0": np.zeros(3, np.float32)})
+
+    def test_python_scalars_and_lists_are_accepted_where_the_type_allows(self):
+        y, = self.session.run(None, {"M": 2, "x0": [1.0, 2.0]})
+        np.testing.assert_array_equal(y, np.array([4.0, 8.0], np.float32))
+        assert y.dtype == np.float32
+        with pytest.raises(rnnloop.InputError, match=r"input 'M' must be int64"):
+            self.session.run(None, {"M": 2.5, "x0": [1.0, 2.0]})
+
+    def test_unknown_output_name_is_an_error(self):
+        with pytest.raises(rnnloop.InputError, match=r"unknown output name"):
+            self.session.run(["nope"], {"M": 1, "x0": [1.0, 2.0]})
+
+    def test_get_inputs_and_outputs_describe_the_model(self):
+        inputs = self.session.get_inputs()
+        assert [(i.name, i.shape, i.type) for i in inputs] == [("M", [], "tensor(int64)"),
+                                                                ("x0", [2], "tensor(float)")]
+        assert [(o.name, o.type) for o in self.session.get_outputs()] == [("x", "tensor(float)")]
+
+    def test_feeds_are_not_modified_and_outputs_do_not_change_on_the_next_run(self):
+        x0 = np.array([1.0, 2.0], np.float32)
+        x0.setflags(write=False)
+        first, = self.session.run(None, {"M": 1, "x0": x0})
+        kept = first.copy()
+        self.session.run(None, {"M": 3, "x0": x0})
+        np.testing.assert_array_equal(first, kept)
+        np.testing.assert_array_equal(x0, [1.0, 2.0])
