@@ -187,5 +187,5 @@ def test_loop_scan_output_whose_shape_changes_is_an_error_naming_the_loop():
     import rnnloop
     model = parse(GROWING.replace("n = Size(v_out)", "n = Identity(v_out)").replace("int64[K] lengths", "float[K, J] lengths")
                   .replace("int64 n)", "float[J] n)"), check=False)
-    with pytest.raises(rnnloop.RunError, match=r"Loop '.*': stacked output 0 .* changes from float32\[2\] to float32\[4\]"):
+    with pytest.raises(rnnloop.RunError, match=r"Loop '.*' \(.*\): stacked output 0 .* changes from float32\[2\] to float32\[4\]"):
         run(model, {"M": np.array(3, np.int64)})
