@@ -36,8 +36,11 @@ def _axes(axes, rank: int, what: str = "axes") -> list[int]:
 
 
 def _ints(x, what: str) -> list[int]:
-    """A 1-D integer tensor (a shape, pads, axes, ...) as Python ints."""
+    """A 1-D integer tensor (a shape, pads, axes, ...) as Python ints; a scalar counts as one entry,
+    as onnxruntime accepts and the expanded node tests use."""
     x = np.asarray(x)
+    if x.ndim == 0:
+        x = x.reshape(1)
     if x.ndim != 1 or not (x.dtype.kind in "iu" or x.size == 0):
         raise OpError(f"{what} must be a 1-D integer tensor, got {x.dtype} of shape {x.shape}")
     return [int(v) for v in x]
