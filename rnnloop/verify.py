@@ -109,9 +109,11 @@ def _dtype_of(t) -> object:
     """A comparable description of a type's element kind, or None when unknown."""
     if isinstance(t, TensorType):
         return t.dtype
-    if isinstance(t, (SequenceType, OptionalType)):
+    if isinstance(t, OptionalType):  # an optional carries either nothing or a value of its element type
+        return _dtype_of(t.elem)
+    if isinstance(t, SequenceType):
         inner = _dtype_of(t.elem)
-        return None if inner is None else (type(t).__name__, inner)
+        return None if inner is None else ("seq", inner)
     return None
 
 
