@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import warnings
 
+import numpy as np
 import onnx
 import onnx.backend.test
 import pytest
@@ -31,6 +32,11 @@ EXCLUDED: dict[str, str] = {
                     "test_training_dropout_mask", "test_training_dropout_zero_ratio",
                     "test_training_dropout_zero_ratio_mask")},
 }
+
+# Tests onnx's runner cannot compare: it recurses into a sequence output's elements as if each were a
+# list of outputs, and len() of a 0-d element fails. Each is checked by test_compared_here below.
+COMPARED_HERE = {"test_loop16_seq_none"}
+EXCLUDED.update({name: "onnx runner bug with 0-d sequence elements; see COMPARED_HERE" for name in COMPARED_HERE})
 
 # Loop-related tests: every one of them must be claimed and pass.
 LOOP_PATTERN = re.compile(r"^test_(loop|scan|if|sequence_|optional_|split_to_sequence|concat_from_sequence"
@@ -60,8 +66,25 @@ globals().update(backend_test.test_cases)
 def test_every_loop_related_node_test_is_claimed_and_not_excluded():
     assert len(LOOP_TESTS) >= 41
     assert sorted(LOOP_TESTS - set(SELECTED)) == []
-    assert sorted(LOOP_TESTS & set(EXCLUDED)) == []
+    assert sorted(LOOP_TESTS & set(EXCLUDED) - COMPARED_HERE) == []
 
 
 def test_exclusions_are_claimed_tests():
     assert sorted(set(EXCLUDED) - set(SELECTED)) == []
+
+
+@pytest.mark.parametrize("name", sorted(COMPARED_HERE))
+def test_compared_here(name):
+    case = next(t for t in NODE_TESTS if t.name == name)
+    session = RnnloopBackend.prepare(case.model)
+    for inputs, expected in case.data_sets:
+        outputs = session.run(inputs)
+        assert len(outputs) == len(expected)
+        for out, ref in zip(outputs, expected):
+            if isinstance(ref, list):
+                assert isinstance(out, list) and len(out) == len(ref)
+            else:
+                out, ref = [out], [ref]
+            for a, e in zip(out, ref):
+                assert a.dtype == e.dtype and a.shape == e.shape
+                np.testing.assert_allclose(a, e, rtol=case.rtol, atol=case.atol)
