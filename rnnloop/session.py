@@ -66,7 +66,8 @@ class Session:
         if unknown:
             raise InputError(f"unknown output name(s) {unknown}; the model's outputs are {graph.outputs}")
         args = check_feeds(graph, feeds)
-        outputs, _ = run_graph(graph, args, self.options)
+        with np.errstate(all="ignore"):  # ONNX math is IEEE: 1/0 is inf, log(0) is -inf, no warnings
+            outputs, _ = run_graph(graph, args, self.options)
         by_name = dict(zip(graph.outputs, outputs))
         # Constants and inputs returned as outputs are copied, so the caller owns every result.
         return [_own(by_name[n]) if n in graph.constants or n in graph.inputs else by_name[n] for n in wanted]
