@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 # onnxruntime reads at most IR version 13; these models stay well below it.
 IR_VERSION = 8

@@ -9,8 +9,17 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import InputError
-from .ir import Graph, Loop, OptionalType, SequenceType, TensorType, Type, format_graph, iter_ops
 from .interp.graph import Options, run_graph
+from .ir import (
+    Graph,
+    Loop,
+    OptionalType,
+    SequenceType,
+    TensorType,
+    Type,
+    format_graph,
+    iter_ops,
+)
 from .verify import verify
 
 _ONNX_TYPE_NAMES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double", np.dtype(np.float16): "float16",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import ModelError
-from .ir import Graph, If, Loop, Op, SequenceType, TensorType, OptionalType
+from .ir import Graph, If, Loop, OptionalType, SequenceType, TensorType
 from .ops import OPS
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from helpers import parse
 
 import rnnloop
-from helpers import parse, run
 
 DOUBLER = """
 doubler (int64 M, float[2] x0) => (float[2] x) {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from helpers import assert_same, parse, run, run_onnxruntime
 
 # Counts iterations, doubles x, stops when the running sum reaches `limit`; scan output per step.

@@ -15,8 +15,8 @@ import onnx.backend.test
 import pytest
 from onnx.backend.test.loader import load_model_tests
 
-from rnnloop.backend import RnnloopBackend
 import rnnloop.frontends.onnx  # noqa: F401  (registers the converters)
+from rnnloop.backend import RnnloopBackend
 from rnnloop.frontends.registry import CONVERTERS
 
 with warnings.catch_warnings():  # the generators of some cases warn about their own data

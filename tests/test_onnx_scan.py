@@ -6,7 +6,6 @@ import itertools
 
 import numpy as np
 import pytest
-
 from helpers import assert_same, parse, run, run_onnxruntime
 
 SCAN = """

@@ -10,8 +10,8 @@ import numpy as np
 import scipy.special
 
 from ..errors import OpError
+from .args import as_axes, as_axis, as_ints, as_scalar
 from .registry import interprets
-from .tensor_ops import _axes, _axis, _ints, _scalar
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -250,8 +250,8 @@ def run_clip(input: np.ndarray, min: np.ndarray | None = None, max: np.ndarray |
     if min is None and max is None and _integral(input):
         return input
     # The spec's defaults are finite (numeric_limits::lowest/max), so infinities clip to them.
-    low = _finite_limits(input.dtype)[0] if min is None else _scalar(min, "min")
-    high = _finite_limits(input.dtype)[1] if max is None else _scalar(max, "max")
+    low = _finite_limits(input.dtype)[0] if min is None else as_scalar(min, "min")
+    high = _finite_limits(input.dtype)[1] if max is None else as_scalar(max, "max")
     return np.asarray(np.minimum(np.maximum(input, low), high))
 
 
@@ -359,7 +359,7 @@ def run_softsign(input: np.ndarray) -> np.ndarray:
 @interprets("Softmax")
 def run_softmax(input: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """output = exp(input) / sum(exp(input)) along axis"""
-    axis = _axis(axis, input.ndim)
+    axis = as_axis(axis, input.ndim)
     if input.size == 0:
         return np.empty_like(input)
     # Subtracting the maximum keeps exp from overflowing; the quotient is unchanged.
@@ -371,7 +371,7 @@ def run_softmax(input: np.ndarray, *, axis: int = -1) -> np.ndarray:
 @interprets("LogSoftmax")
 def run_logsoftmax(input: np.ndarray, *, axis: int = -1) -> np.ndarray:
     """output = input - ln(sum(exp(input))) along axis"""
-    axis = _axis(axis, input.ndim)
+    axis = as_axis(axis, input.ndim)
     if input.size == 0:
         return np.empty_like(input)
     shifted = input - np.max(input, axis=axis, keepdims=True)
@@ -523,7 +523,7 @@ def _reduce_axes(data: np.ndarray, axes: np.ndarray | None, noop_with_empty_axes
     """numpy's `axis` for a Reduce op: None (every axis), () (none: the noop case) or the checked axes."""
     if axes is None or np.size(axes) == 0:
         return () if noop_with_empty_axes else None
-    return tuple(_axes(_ints(axes, "axes"), data.ndim))
+    return tuple(as_axes(as_ints(axes, "axes"), data.ndim))
 
 
 def _reduced_count(data: np.ndarray, axis: tuple[int, ...] | None) -> int:
@@ -622,7 +622,7 @@ def run_argmin(data: np.ndarray, *, axis: int = 0, keepdims: int = 1, select_las
 
 
 def _arg_extreme(arg, data: np.ndarray, axis: int, keepdims: int, select_last_index: int) -> np.ndarray:
-    axis = _axis(axis, data.ndim)
+    axis = as_axis(axis, data.ndim)
     size = data.shape[axis]
     if size == 0:
         raise OpError(f"axis {axis} of the input (shape {data.shape}) is empty: there is no index to return")

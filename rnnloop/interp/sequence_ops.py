@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import OpError
+from .args import as_axis, as_int, as_ints
 from .registry import interprets
-from .tensor_ops import _axis, _int, _ints
 
 
 def _position(seq: list, position, end: int) -> int:
     """A position checked against [-len(seq), len(seq) - 1 + end], made non-negative."""
     n = len(seq)
-    index = _int(position, "position")
+    index = as_int(position, "position")
     if not -n <= index < n + end:
         raise OpError(f"position {index} is outside [{-n}, {n - 1 + end}] for a sequence of {n} tensors")
     return index + n if index < 0 else index
@@ -73,7 +73,7 @@ def run_concatfromsequence(input_sequence: list, *, axis: int, new_axis: int = 0
     if not input_sequence:
         raise OpError("cannot concatenate an empty sequence: its result has no known shape")
     first = input_sequence[0]
-    axis = _axis(axis, first.ndim + (1 if new_axis else 0))
+    axis = as_axis(axis, first.ndim + (1 if new_axis else 0))
     def fixed(shape: tuple) -> tuple:  # the dimensions that must agree
         return shape if new_axis else shape[:axis] + shape[axis + 1:]
 
@@ -89,18 +89,18 @@ def run_concatfromsequence(input_sequence: list, *, axis: int, new_axis: int = 0
 def run_splittosequence(input: np.ndarray, split: np.ndarray | None = None, *, axis: int = 0,
                         keepdims: int = 1) -> list:
     """y = parts of input along axis: sized by split (scalar: equal parts, last smaller), else of size 1"""
-    axis = _axis(axis, input.ndim)
+    axis = as_axis(axis, input.ndim)
     dim = input.shape[axis]
     if split is None:
         parts = np.split(input, dim, axis=axis) if dim else []
         return parts if keepdims else [np.squeeze(p, axis=axis) for p in parts]
     if np.ndim(split) == 0:
-        size = _int(split, "split")
+        size = as_int(split, "split")
         if size <= 0:
             raise OpError(f"split must be positive, got {size}")
         bounds = list(range(size, dim, size))
     else:
-        sizes = _ints(split, "split")
+        sizes = as_ints(split, "split")
         if any(s <= 0 for s in sizes) or sum(sizes) != dim:
             raise OpError(f"split {sizes} must be positive and sum to the axis size {dim}")
         bounds = list(np.cumsum(sizes)[:-1])

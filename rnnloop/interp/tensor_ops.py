@@ -7,56 +7,13 @@ import math
 import numpy as np
 
 from ..errors import OpError
+from .args import as_axes, as_axis, as_int, as_ints, as_scalar
 from .registry import interprets
 
 # The float8 types (ml_dtypes, so known by name) that Cast clamps to +-max when saturate=1.
 _FLOAT8_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0,
                "float8_e5m2": 57344.0, "float8_e5m2fnuz": 57344.0}
 _REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers
-
-
-def _axis(axis: int, rank: int, what: str = "axis") -> int:
-    """`axis` (negative counts from the back) checked against [-rank, rank-1], made non-negative."""
-    axis = int(axis)
-    if not -rank <= axis < rank:
-        raise OpError(f"{what} {axis} is outside [{-rank}, {rank - 1}] for a tensor of rank {rank}")
-    return axis + rank if axis < 0 else axis
-
-
-def _axes(axes, rank: int, what: str = "axes") -> list[int]:
-    """Several axes, each checked and made non-negative; repeats are an error."""
-    result = [_axis(a, rank, what) for a in axes]
-    if len(set(result)) != len(result):
-        raise OpError(f"{what} {list(map(int, axes))} name an axis twice")
-    return result
-
-
-def _ints(x, what: str) -> list[int]:
-    """A 1-D integer tensor (a shape, pads, axes, ...) as Python ints; a scalar counts as one entry,
-    as onnxruntime accepts and the expanded node tests use."""
-    x = np.asarray(x)
-    if x.ndim == 0:
-        x = x.reshape(1)
-    if x.ndim != 1 or not (x.dtype.kind in "iu" or x.size == 0):
-        raise OpError(f"{what} must be a 1-D integer tensor, got {x.dtype} of shape {x.shape}")
-    return [int(v) for v in x]
-
-
-def _scalar(x, what: str) -> np.ndarray:
-    """A scalar input (0-d or one element) as a 0-d array."""
-    x = np.asarray(x)
-    if x.size != 1:
-        raise OpError(f"{what} must hold exactly one value, got shape {x.shape}")
-    return x.reshape(())
-
-
-def _int(x, what: str) -> int:
-    """A scalar input (0-d or one element) as a Python int."""
-    return int(_scalar(x, what))
 
 
 def _indices(indices: np.ndarray, size: int, what: str) -> np.ndarray:
@@ -184,7 +141,7 @@ def run_constantofshape(shape: np.ndarray, *, value: np.ndarray | None = None) -
     value = np.asarray(value)
     if value.size != 1:
         raise OpError(f"value must hold exactly one element, got shape {value.shape}")
-    return np.full(_check_shape(_ints(shape, "shape"), "shape"), value.reshape(()), dtype=value.dtype)
+    return np.full(_check_shape(as_ints(shape, "shape"), "shape"), value.reshape(()), dtype=value.dtype)
 
 
 @interprets("Shape")
@@ -203,7 +160,7 @@ def run_size(data: np.ndarray) -> np.ndarray:
 @interprets("Reshape")
 def run_reshape(data: np.ndarray, shape: np.ndarray, *, allowzero: int = 0) -> np.ndarray:
     """y = data with a new shape; 0 copies the input dimension (unless allowzero), -1 is inferred"""
-    dims = _ints(shape, "shape")
+    dims = as_ints(shape, "shape")
     if dims.count(-1) > 1:
         raise OpError(f"shape {dims} has more than one -1; at most one dimension can be inferred")
     if any(d < -1 for d in dims):
@@ -239,7 +196,7 @@ def run_squeeze(data: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
     """y = data without the listed size-1 axes (all size-1 axes when axes is omitted)"""
     if axes is None:
         return data.reshape([d for d in data.shape if d != 1])
-    axes = _axes(_ints(axes, "axes"), data.ndim)
+    axes = as_axes(as_ints(axes, "axes"), data.ndim)
     wide = [a for a in axes if data.shape[a] != 1]
     if wide:
         raise OpError(f"cannot squeeze axis {wide[0]} of size {data.shape[wide[0]]} (shape {data.shape}); "
@@ -250,9 +207,9 @@ def run_squeeze(data: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
 @interprets("Unsqueeze")
 def run_unsqueeze(data: np.ndarray, axes: np.ndarray) -> np.ndarray:
     """y = data with size-1 axes inserted at the listed positions of the output"""
-    axes = _ints(axes, "axes")
+    axes = as_ints(axes, "axes")
     shape = list(data.shape)
-    for axis in sorted(_axes(axes, data.ndim + len(axes))):  # ascending, so each lands where it belongs
+    for axis in sorted(as_axes(axes, data.ndim + len(axes))):  # ascending, so each lands where it belongs
         shape.insert(axis, 1)
     return data.reshape(shape)
 
@@ -270,7 +227,7 @@ def run_transpose(data: np.ndarray, *, perm: list[int] | None = None) -> np.ndar
 @interprets("Expand")
 def run_expand(input: np.ndarray, shape: np.ndarray) -> np.ndarray:
     """y = input broadcast bidirectionally with shape"""
-    dims = _check_shape(_ints(shape, "shape"), "shape")
+    dims = _check_shape(as_ints(shape, "shape"), "shape")
     try:
         out = np.broadcast_shapes(input.shape, dims)
     except ValueError:
@@ -281,7 +238,7 @@ def run_expand(input: np.ndarray, shape: np.ndarray) -> np.ndarray:
 @interprets("Tile")
 def run_tile(input: np.ndarray, repeats: np.ndarray) -> np.ndarray:
     """y = input repeated repeats[i] times along axis i"""
-    reps = _ints(repeats, "repeats")
+    reps = as_ints(repeats, "repeats")
     if len(reps) != input.ndim:
         raise OpError(f"repeats has {len(reps)} values for an input of rank {input.ndim}; give one per axis")
     return np.tile(input, _check_shape(reps, "repeats"))
@@ -293,7 +250,7 @@ def run_concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     if not inputs:
         raise OpError("Concat needs at least one input")
     rank = inputs[0].ndim
-    axis = _axis(axis, rank)
+    axis = as_axis(axis, rank)
     for x in inputs:
         if x.ndim != rank or x.dtype != inputs[0].dtype:
             raise OpError(f"inputs must share rank and dtype: got {inputs[0].dtype}{list(inputs[0].shape)} "
@@ -311,12 +268,12 @@ def run_concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
 def run_split(input: np.ndarray, split: np.ndarray | None = None, *, axis: int = 0,
               num_outputs: int | None = None) -> tuple[np.ndarray, ...]:
     """y_i = consecutive parts of input along axis, sized by split or in num_outputs parts (last may be smaller)"""
-    axis = _axis(axis, input.ndim)
+    axis = as_axis(axis, input.ndim)
     dim = input.shape[axis]
     if split is not None:
         if num_outputs is not None:
             raise OpError("give either the split input or num_outputs, not both")
-        sizes = _ints(split, "split")
+        sizes = as_ints(split, "split")
         if any(s < 0 for s in sizes) or sum(sizes) != dim:
             raise OpError(f"split {sizes} must be non-negative and sum to the axis size {dim}")
     elif num_outputs is None or num_outputs < 1:
@@ -335,14 +292,14 @@ def run_split(input: np.ndarray, split: np.ndarray | None = None, *, axis: int =
 def run_slice(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, axes: np.ndarray | None = None,
               steps: np.ndarray | None = None) -> np.ndarray:
     """y = data[starts:ends:steps] on the given axes, bounds clamped as the spec says"""
-    starts, ends = _ints(starts, "starts"), _ints(ends, "ends")
-    axes = list(range(len(starts))) if axes is None else _ints(axes, "axes")
-    steps = [1] * len(starts) if steps is None else _ints(steps, "steps")
+    starts, ends = as_ints(starts, "starts"), as_ints(ends, "ends")
+    axes = list(range(len(starts))) if axes is None else as_ints(axes, "axes")
+    steps = [1] * len(starts) if steps is None else as_ints(steps, "steps")
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise OpError(f"starts, ends, axes and steps must have one value each per sliced axis, got "
                       f"{len(starts)}, {len(ends)}, {len(axes)}, {len(steps)}")
     index = [slice(None)] * data.ndim
-    for axis, start, end, step in zip(_axes(axes, data.ndim), starts, ends, steps):
+    for axis, start, end, step in zip(as_axes(axes, data.ndim), starts, ends, steps):
         if step == 0:
             raise OpError(f"steps must not be 0 (axis {axis})")
         dim = data.shape[axis]
@@ -363,14 +320,14 @@ def run_slice(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, axes: np.n
 @interprets("Gather")
 def run_gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """y = entries of data along axis at indices (negative indices count from the back)"""
-    axis = _axis(axis, data.ndim)
+    axis = as_axis(axis, data.ndim)
     return np.take(data, _indices(indices, data.shape[axis], "index"), axis=axis)
 
 
 @interprets("GatherElements")
 def run_gatherelements(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """y[i][j][k] = data[indices[i][j][k]][j][k] (for axis 0; likewise for other axes)"""
-    axis = _axis(axis, data.ndim)
+    axis = as_axis(axis, data.ndim)
     if indices.ndim != data.ndim or any(i > d for a, (i, d) in enumerate(zip(indices.shape, data.shape))
                                         if a != axis):
         raise OpError(f"indices of shape {indices.shape} do not fit data of shape {data.shape}: same rank, "
@@ -415,7 +372,7 @@ def run_scatternd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *,
 def run_scatterelements(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *, axis: int = 0,
                         reduction: str = "none") -> np.ndarray:
     """y = a copy of data with y[indices[i][j]][j] = updates[i][j] (for axis 0), or reduced into it"""
-    axis = _axis(axis, data.ndim)
+    axis = as_axis(axis, data.ndim)
     if (indices.shape != updates.shape or indices.ndim != data.ndim
             or any(i > d for a, (i, d) in enumerate(zip(indices.shape, data.shape)) if a != axis)):
         raise OpError(f"indices {indices.shape} and updates {updates.shape} must have one shape, of the rank "
@@ -443,7 +400,7 @@ def _scatter(data: np.ndarray, coords: tuple, updates: np.ndarray, reduction: st
 @interprets("Range")
 def run_range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *, stash_type: int = 1) -> np.ndarray:
     """y[i] = start + i * delta for i < max(ceil((limit - start) / delta), 0)"""
-    start, limit, delta = (_scalar(v, name) for v, name in ((start, "start"), (limit, "limit"), (delta, "delta")))
+    start, limit, delta = (as_scalar(v, name) for v, name in ((start, "start"), (limit, "limit"), (delta, "delta")))
     dtype = start.dtype
     if dtype.kind in "iu":
         first, stop, step = int(start), int(limit), int(delta)
@@ -474,8 +431,8 @@ def run_pad(data: np.ndarray, pads: np.ndarray, constant_value: np.ndarray | Non
     """y = data padded on each axis by pads (begin values, then end values); negative pads crop"""
     if mode not in ("constant", "reflect", "edge", "wrap"):
         raise OpError(f"mode '{mode}' is not one of constant, reflect, edge, wrap")
-    axes = list(range(data.ndim)) if axes is None else _axes(_ints(axes, "axes"), data.ndim)
-    amounts = _ints(pads, "pads")
+    axes = list(range(data.ndim)) if axes is None else as_axes(as_ints(axes, "axes"), data.ndim)
+    amounts = as_ints(pads, "pads")
     if len(amounts) != 2 * len(axes):
         raise OpError(f"pads has {len(amounts)} values; it needs two (begin, end) for each of {len(axes)} axes")
     width = [(0, 0)] * data.ndim
@@ -504,7 +461,7 @@ def run_pad(data: np.ndarray, pads: np.ndarray, constant_value: np.ndarray | Non
 @interprets("CumSum")
 def run_cumsum(x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0, reverse: int = 0) -> np.ndarray:
     """y = cumulative sum of x along axis (optionally exclusive of the current entry, or from the end)"""
-    axis = _axis(_int(axis, "axis"), x.ndim)
+    axis = as_axis(as_int(axis, "axis"), x.ndim)
     if reverse:
         x = np.flip(x, axis)
     total = np.cumsum(x, axis=axis, dtype=x.dtype)  # numpy would widen small integers otherwise
@@ -520,8 +477,8 @@ def run_cumsum(x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0, reverse: 
 def run_topk(X: np.ndarray, K: np.ndarray, *, axis: int = -1, largest: int = 1,
              sorted: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(values, int64 indices) of the K largest (or smallest) entries along axis; ties favour the lower index"""
-    axis = _axis(axis, X.ndim)
-    k, n = _int(K, "K"), X.shape[axis]
+    axis = as_axis(axis, X.ndim)
+    k, n = as_int(K, "K"), X.shape[axis]
     if not 0 <= k <= n:
         raise OpError(f"K={k} is outside [0, {n}], the size of axis {axis}")
     if largest:
@@ -547,7 +504,7 @@ def run_trilu(input: np.ndarray, k: np.ndarray | None = None, *, upper: int = 1)
     """y = the upper (or lower) triangle of the last two axes, from the k-th diagonal on, zeros elsewhere"""
     if input.ndim < 2:
         raise OpError(f"Trilu needs a tensor of rank >= 2, got shape {input.shape}")
-    offset = 0 if k is None else _int(k, "k")
+    offset = 0 if k is None else as_int(k, "k")
     limit = sum(input.shape[-2:])
     offset = min(max(offset, -limit), limit)  # beyond the matrix every offset acts alike
     return np.triu(input, offset) if upper else np.tril(input, offset)
@@ -559,7 +516,7 @@ def run_onehot(indices: np.ndarray, depth: np.ndarray, values: np.ndarray, *, ax
     if np.size(depth) != 1 or np.size(values) != 2:
         raise OpError(f"depth must hold one value and values two (off, on), got {np.shape(depth)} and "
                       f"{np.shape(values)}")
-    size = int(_scalar(depth, "depth"))
+    size = int(as_scalar(depth, "depth"))
     if size < 1:
         raise OpError(f"depth must be positive, got {size}")
     rank = indices.ndim + 1
