@@ -12,7 +12,7 @@ from onnx import GraphProto, ModelProto, NodeProto, TypeProto, helper, numpy_hel
 
 from ..builder import Builder
 from ..errors import ModelError, UnsupportedModelError
-from ..interp.registry import RUNNERS
+from ..interp.graph import RUNNERS  # importing graph registers every op function
 from ..ir import Graph, OptionalType, Origin, SequenceType, TensorType, Type
 from . import onnx_control, onnx_ops  # noqa: F401  (register the converters)
 from .registry import CONVERTERS, find_converter
