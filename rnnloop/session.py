@@ -57,6 +57,8 @@ class Session:
     def __init__(self, graph: Graph, *, max_iterations: int | None = None):
         verify(graph)
         self.graph = graph
+        # Arrays a run may hand back without computing them: results must never alias these.
+        self._constants = [c for g in _graphs(graph) for c in g.constants.values() if isinstance(c, np.ndarray)]
         if max_iterations is None and os.environ.get("RNNLOOP_MAX_ITERATIONS"):
             max_iterations = int(os.environ["RNNLOOP_MAX_ITERATIONS"])
         self.options = Options(max_iterations=max_iterations)
@@ -78,8 +80,10 @@ class Session:
         with np.errstate(all="ignore"):  # ONNX math is IEEE: 1/0 is inf, log(0) is -inf, no warnings
             outputs, _ = run_graph(graph, args, self.options)
         by_name = dict(zip(graph.outputs, outputs))
-        # Constants and inputs returned as outputs are copied, so the caller owns every result.
-        return [_own(by_name[n]) if n in graph.constants or n in graph.inputs else by_name[n] for n in wanted]
+        # A result that shares memory with a constant or a feed (an Identity of it, a loop that ran zero
+        # times) is copied, so the caller owns every result and a later run never changes it.
+        shared = self._constants + [a for a in _arrays(args)]
+        return [_own(by_name[n], shared) for n in wanted]
 
     def explain(self) -> str:
         """How each loop runs, one line per loop."""
@@ -94,11 +98,27 @@ class Session:
         return format_graph(self.graph)
 
 
-def _own(value: Any) -> Any:
+def _graphs(graph: Graph):
+    """The graph and every subgraph inside it."""
+    yield graph
+    for op in iter_ops(graph):
+        for sub in op.subgraphs:
+            yield sub
+
+
+def _arrays(values: Any):
+    for v in values:
+        if isinstance(v, np.ndarray):
+            yield v
+        elif isinstance(v, list):
+            yield from _arrays(v)
+
+
+def _own(value: Any, shared: list[np.ndarray]) -> Any:
     if isinstance(value, np.ndarray):
-        return value.copy()
+        return value.copy() if any(np.may_share_memory(value, s) for s in shared) else value
     if isinstance(value, list):
-        return [_own(v) for v in value]
+        return [_own(v, shared) for v in value]
     return value
 
 

@@ -139,3 +139,25 @@ class TestFeeds:
         self.session.run(None, {"M": 3, "x0": x0})
         np.testing.assert_array_equal(first, kept)
         np.testing.assert_array_equal(x0, [1.0, 2.0])
+
+
+def test_an_output_that_aliases_a_constant_or_a_feed_is_a_copy_the_caller_owns():
+    # After zero iterations the Loop's final value *is* its initial value: a constant, or the feed.
+    model = parse("""
+    aliases (int64 M, float[2] x0) => (float[2] from_constant, float[2] from_feed) {
+        start = Constant <value = float[2] {1, 2}> ()
+        from_constant, from_feed = Loop(M, , start, x0) <body = step (int64 i, bool c, float[2] a, float[2] b)
+                                                           => (bool c2, float[2] a2, float[2] b2) {
+            c2 = Identity(c)
+            a2 = Add(a, a)
+            b2 = Add(b, b)
+        }>
+    }""")
+    session = rnnloop.load(model)
+    x0 = np.array([5.0, 6.0], np.float32)
+    from_constant, from_feed = session.run(None, {"M": 0, "x0": x0})
+    from_constant[:] = 0
+    from_feed[:] = 0
+    np.testing.assert_array_equal(x0, [5.0, 6.0])
+    again, _ = session.run(None, {"M": 0, "x0": x0})
+    np.testing.assert_array_equal(again, [1.0, 2.0])

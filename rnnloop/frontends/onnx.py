@@ -169,8 +169,8 @@ def _since_version(node: NodeProto, opsets: dict[str, int]) -> int | None:
 
 def _node_label(node: NodeProto, opsets: dict[str, int]) -> str:
     domain = node.domain or "ai.onnx"
-    return f"{node.op_type} '{node.name or node.output[0] if node.output else node.name}' " \
-           f"({domain} opset {opsets.get(node.domain or '', '?')})"
+    name = node.name or (node.output[0] if node.output else "")  # unnamed nodes go by their first output
+    return f"{node.op_type} '{name}' ({domain} opset {opsets.get(node.domain or '', '?')})"
 
 
 def _prescan(graph: GraphProto, opsets: dict[str, int]) -> Iterator[str]:
