@@ -1,0 +1,1 @@
+"""Code generation: one Numba kernel per fusable loop, compiled and cached on disk."""

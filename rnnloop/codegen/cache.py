@@ -1,0 +1,188 @@
+"""On-disk compile cache: generated kernel source becomes an importable, content-addressed module.
+
+Numba's ``cache=True`` needs a function defined in a real module file: its cache files
+(``__pycache__/<module>.<func>-<line>.pyXY.nbi`` index, ``.nbc`` data) are keyed on that file, and
+the pickled code refers to the module by name, so each process must register the module under the
+same name before numba loads them. ``load_source`` therefore writes the source to
+``cache_dir()/kernels/rnnloop_kernel_<hash>.py`` and imports it under that name.
+
+Numba 0.68 does not survive a corrupt cache entry: a truncated or garbage ``.nbi``/``.nbc`` makes
+the first call raise ``UnpicklingError``/``EOFError``, and every later compile too (saving re-reads
+the index). So we wrap each dispatcher's cache: a failed load deletes the kernel's numba files,
+warns and reports a miss, so numba compiles and saves afresh; a failed save only warns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib.util
+import os
+import platform
+import stat
+import sys
+import tempfile
+import threading
+import types
+import warnings
+from pathlib import Path
+
+CODEGEN_VERSION = "1"  # bump when generated code changes meaning
+
+# rnnloop modules that generated code imports. Numba does not notice when a function a cached
+# kernel calls changes in another module, so their text is part of every kernel's file name.
+RUNTIME_MODULES: tuple[str, ...] = ("rnnloop.codegen.mathfn", "rnnloop.codegen.runtime")
+
+_lock = threading.Lock()  # two threads loading the same source must get the same module
+_warned_dirs: set[Path] = set()  # unusable cache dirs already warned about (warn once)
+
+
+def cache_dir() -> Path:
+    """RNNLOOP_CACHE_DIR if set, else the user's cache dir: $XDG_CACHE_HOME or ~/.cache, /rnnloop;
+    on macOS ~/Library/Caches/rnnloop; on Windows %LOCALAPPDATA%/rnnloop/Cache."""
+    if os.environ.get("RNNLOOP_CACHE_DIR"):
+        return Path(os.environ["RNNLOOP_CACHE_DIR"]).expanduser()
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local"
+        return Path(base) / "rnnloop" / "Cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "rnnloop"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rnnloop"
+
+
+def load_source(source: str, *, label: str) -> types.ModuleType:
+    """Import kernel ``source`` as a module from a content-addressed file in cache_dir()/kernels
+    (or, with a warning, a private temp dir if that is unwritable); the same source gives the same
+    module object within a process. ``label`` names the kernel in warnings."""
+    env = _environment(CODEGEN_VERSION, RUNTIME_MODULES)
+    name = "rnnloop_kernel_" + hashlib.sha256(f"{env}\0{source}".encode()).hexdigest()[:32]
+    with _lock:
+        if name in sys.modules:
+            return sys.modules[name]
+        path = _kernels_dir() / f"{name}.py"
+        data = source.encode("utf-8")
+        current = None
+        with contextlib.suppress(OSError):
+            current = path.read_bytes()
+        if current != data:  # missing, or corrupt (truncated by a crash, a full disk...)
+            _write_atomic(path, data)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # before the code runs: numba's cache finds the module by name
+        try:
+            # Run the text in memory (== the file) rather than spec.loader.exec_module: no .pyc,
+            # one cache fewer that could be corrupt.
+            exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 (our own code)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        for obj in vars(module).values():
+            _guard_numba_cache(obj, name, label)
+        return module
+
+
+@functools.cache
+def _environment(codegen_version: str, runtime_modules: tuple[str, ...]) -> str:
+    """Everything besides the source that decides what a kernel file means, as one string."""
+    import llvmlite
+    import numba
+    import numpy
+
+    parts = [codegen_version, numba.__version__, llvmlite.__version__, numpy.__version__,
+             platform.python_implementation(), platform.python_version()]
+    for module_name in runtime_modules:
+        try:
+            spec = importlib.util.find_spec(module_name)
+            text = Path(spec.origin).read_bytes()
+        except (ImportError, ValueError, AttributeError, TypeError, OSError):
+            text = b"<missing>"  # not written yet (or not a file): still a stable key
+        parts.append(f"{module_name}={hashlib.sha256(text).hexdigest()}")
+    return "\0".join(parts)
+
+
+def _kernels_dir() -> Path:
+    """cache_dir()/kernels if we can write there and in its __pycache__ (else numba silently
+    caches elsewhere or nowhere), else a private temp dir."""
+    wanted = cache_dir() / "kernels"
+    try:
+        return _writable(wanted)
+    except OSError as exc:
+        fallback = _writable(_fallback_dir())
+        if wanted not in _warned_dirs:
+            _warned_dirs.add(wanted)
+            warnings.warn(f"rnnloop: cannot write compiled kernels to {wanted} ({exc}); using "
+                          f"{fallback} instead; set RNNLOOP_CACHE_DIR to a writable directory",
+                          RuntimeWarning, stacklevel=3)
+        return fallback
+
+
+def _writable(directory: Path) -> Path:
+    (directory / "__pycache__").mkdir(parents=True, exist_ok=True)
+    for d in (directory, directory / "__pycache__"):
+        tempfile.TemporaryFile(dir=d).close()
+    return directory
+
+
+@functools.cache  # one per process: mkdtemp below must not run per kernel
+def _fallback_dir() -> Path:
+    """A per-user directory in the temp dir, shared by our processes if only we can write to it
+    (numba's .nbc files are pickles: never load them from where others can write)."""
+    uid = os.getuid() if hasattr(os, "getuid") else None  # Windows: %TEMP% is already per-user
+    base = Path(tempfile.gettempdir()) / f"rnnloop-{'cache' if uid is None else uid}"
+    try:
+        base.mkdir(mode=0o700, exist_ok=True)
+        st = base.lstat()
+        private = uid is None or (
+            stat.S_ISDIR(st.st_mode) and st.st_uid == uid and not st.st_mode & 0o022)
+    except OSError:
+        private = False
+    return (base if private else Path(tempfile.mkdtemp(prefix="rnnloop-"))) / "kernels"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    # A temp file in the same directory, then os.replace: a process importing the file
+    # concurrently sees no file or the whole file, never half of it.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _guard_numba_cache(obj: object, stem: str, label: str) -> None:
+    """Make a numba dispatcher's disk cache fail soft. Relies on ``Dispatcher._cache`` with
+    ``load_overload``/``save_overload``/``cache_path``, stable for years; without them this
+    does nothing and numba behaves as it does on its own."""
+    cache = getattr(obj, "_cache", None)
+    defined_here = getattr(getattr(obj, "py_func", None), "__module__", None) == stem
+    if not defined_here or not isinstance(getattr(cache, "cache_path", None), str):
+        return  # not a numba function of this module, or cache=False (NullCache: no path)
+    load, save = cache.load_overload, cache.save_overload
+
+    def load_overload(sig, target_context):
+        try:
+            return load(sig, target_context)
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong with the file, drop it
+            warnings.warn(f"rnnloop: numba cache of kernel {label!r} is unreadable "
+                          f"({type(exc).__name__}: {exc}); deleted it and compiling again",
+                          RuntimeWarning, stacklevel=2)
+            for f in Path(cache.cache_path).glob(f"{stem}.*"):
+                if f.suffix in (".nbi", ".nbc"):
+                    with contextlib.suppress(OSError):
+                        f.unlink()
+            return None  # numba treats this as a miss: compiles, then saves fresh files
+
+    def save_overload(sig, data):
+        try:
+            save(sig, data)
+        except Exception as exc:  # noqa: BLE001 - e.g. disk full, or an index we could not delete
+            warnings.warn(f"rnnloop: could not save numba cache of kernel {label!r} "
+                          f"({type(exc).__name__}: {exc}); it will compile again next run",
+                          RuntimeWarning, stacklevel=2)
+
+    cache.load_overload, cache.save_overload = load_overload, save_overload
