@@ -1,5 +1,7 @@
 """rnnloop runs recurrent loops from ONNX models on the CPU."""
 
+__version__ = "0.1.0"  # first: the code generator stamps it into kernel headers
+
 from .errors import (
                      FallbackWarning,
                      InputError,
@@ -10,8 +12,6 @@ from .errors import (
                      UnsupportedModelError,
 )
 from .session import Session, ValueInfo, load
-
-__version__ = "0.1.0"
 
 __all__ = ["load", "Session", "ValueInfo", "RnnloopError", "ModelError", "UnsupportedModelError", "InputError",
            "OpError", "RunError", "FallbackWarning", "__version__"]

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .ir import Graph, If, Loop, Op, Origin, Slice, Stack, Type
+from .ir import Graph, If, Loop, Op, Origin, Slice, Stack, TensorType, Type
 
 
 class Builder:
@@ -53,7 +53,9 @@ class Builder:
     def constant(self, value: Any, name: str | None = None, dtype: Any = None) -> str:
         """A constant value; returns its name."""
         name = self.claim(name) if name else self.fresh("const")
-        self.graph.constants[name] = np.asarray(value, dtype=dtype)
+        value = self.graph.constants[name] = np.asarray(value, dtype=dtype)
+        if value.dtype != object:
+            self.graph.types.setdefault(name, TensorType(value.dtype, value.shape))
         return name
 
     def _outputs(self, outputs: int | Sequence[str], hint: str) -> list[str]:

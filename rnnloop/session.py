@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +13,6 @@ from .errors import InputError
 from .interp.graph import Options, run_graph
 from .ir import (
     Graph,
-    Loop,
     OptionalType,
     SequenceType,
     TensorType,
@@ -20,6 +20,7 @@ from .ir import (
     format_graph,
     iter_ops,
 )
+from .plan import plan_graph
 from .verify import verify
 
 _ONNX_TYPE_NAMES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double", np.dtype(np.float16): "float16",
@@ -54,14 +55,18 @@ def _info(graph: Graph, name: str) -> ValueInfo:
 class Session:
     """A loaded model, ready to run; shaped like onnxruntime's InferenceSession."""
 
-    def __init__(self, graph: Graph, *, max_iterations: int | None = None):
+    def __init__(self, graph: Graph, *, backend: str = "numba", strict: bool = False,
+                 max_iterations: int | None = None):
         verify(graph)
         self.graph = graph
+        self.backend = backend
+        self.plans = plan_graph(graph, backend, strict)
         # Arrays a run may hand back without computing them: results must never alias these.
         self._constants = [c for g in _graphs(graph) for c in g.constants.values() if isinstance(c, np.ndarray)]
         if max_iterations is None and os.environ.get("RNNLOOP_MAX_ITERATIONS"):
             max_iterations = int(os.environ["RNNLOOP_MAX_ITERATIONS"])
-        self.options = Options(max_iterations=max_iterations)
+        kernels = {id(p.op): p.fused for p in self.plans if p.fused is not None}
+        self.options = Options(max_iterations=max_iterations, kernels=kernels)
 
     def get_inputs(self) -> list[ValueInfo]:
         return [_info(self.graph, n) for n in self.graph.inputs]
@@ -86,12 +91,12 @@ class Session:
         return [_own(by_name[n], shared) for n in wanted]
 
     def explain(self) -> str:
-        """How each loop runs, one line per loop."""
-        lines = []
-        for op in iter_ops(self.graph):
-            if isinstance(op, Loop):
-                lines.append(f"{op.where()}: interpreted (the fused compiler is not built yet)")
-        return "\n".join(lines) or "the model has no loops"
+        """How each loop runs, one line per loop: fused, or interpreted and why."""
+        return "\n".join(p.describe() for p in self.plans) or "the model has no loops"
+
+    def kernel_sources(self) -> list[tuple[str, str]]:
+        """(loop, generated source) for every fused loop."""
+        return [(p.op.where(), p.fused.source) for p in self.plans if p.fused is not None]
 
     def ir_text(self) -> str:
         """The model's IR in its stable text form."""
@@ -102,8 +107,7 @@ def _graphs(graph: Graph):
     """The graph and every subgraph inside it."""
     yield graph
     for op in iter_ops(graph):
-        for sub in op.subgraphs:
-            yield sub
+        yield from op.subgraphs
 
 
 def _arrays(values: Any):
@@ -167,11 +171,15 @@ def _check_value(name: str, value: Any, t: Type | None) -> Any:
     return array
 
 
-def load(model: Any, *, base_dir: str | None = None, max_iterations: int | None = None) -> Session:
+def load(model: Any, *, backend: str = "numba", strict: bool = False, base_dir: str | None = None,
+         max_iterations: int | None = None) -> Session:
     """Load an ONNX model (path, bytes or ModelProto) into a Session.
 
+    `backend` "numba" runs each loop it can as one compiled kernel and the rest in the interpreter,
+    warning once per such loop (an error with `strict=True`); "interp" interprets everything.
     `max_iterations` (or RNNLOOP_MAX_ITERATIONS) stops any loop that runs longer with an error;
     `base_dir` locates external data of a model given as bytes or a ModelProto.
     """
     from .frontends.onnx import convert_model, read_model
-    return Session(convert_model(read_model(model, base_dir)), max_iterations=max_iterations)
+    return Session(convert_model(read_model(model, base_dir)), backend=backend, strict=strict,
+                   max_iterations=max_iterations)

@@ -86,6 +86,8 @@ def _collect_types(model: ModelProto) -> dict[str, TypeProto]:
         for info in [*graph.value_info, *graph.input, *graph.output]:
             if info.type.WhichOneof("value"):
                 types.setdefault(info.name, info.type)
+        for tensor in graph.initializer:  # shape inference lists initializers only when they are inputs
+            types.setdefault(tensor.name, onnx.helper.make_tensor_type_proto(tensor.data_type, tensor.dims))
     return types
 
 

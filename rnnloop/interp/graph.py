@@ -21,6 +21,8 @@ class Options:
     """Run-time options of the interpreter."""
 
     max_iterations: int | None = None
+    # Loops that run as fused kernels, by id of their op: callables shaped like run_loop.
+    kernels: dict[int, Callable] = field(default_factory=dict)
 
 
 @dataclass
@@ -90,7 +92,8 @@ def run_graph(graph: Graph, args: Sequence[Any], options: Options,
         if op.op_type == "SequenceInsert" and op.inputs[0] in mine and op.inputs[0] in step.dies:
             result = _insert_in_place(op, *values)
         elif step.run is run_if or isinstance(op, Loop):
-            result = step.run(op, values, options)
+            run = options.kernels.get(id(op), step.run)
+            result = run(op, values, options)
         else:
             result = _call(step.run, op, values)
         results = result if isinstance(result, tuple) else (result,)

@@ -1,0 +1,96 @@
+"""The emitter: lines of generated Python with indentation, fresh names, and the values they hold."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class NoRule(Exception):
+    """The code generator has no rule for an op in this form; the loop runs in the interpreter."""
+
+
+@dataclass(frozen=True)
+class Var:
+    """A value in generated code.
+
+    `expr` is an identifier naming an array, or for kind "scalar" an expression of one element
+    (a literal constant). `kind` says who owns the memory, which decides when it may be reused:
+    "buffer" (written by one op, reused each iteration), "view" (aliases something else),
+    "fresh" (allocated by this op, owned by nobody else), "scalar".
+    """
+
+    expr: str
+    dtype: np.dtype
+    rank: int
+    kind: str = "view"
+
+    def item(self) -> str:
+        """An expression for the single element of a rank-0 value."""
+        assert self.rank == 0, self
+        return self.expr if self.kind == "scalar" else f"{self.expr}[()]"
+
+    def dim(self, axis: int) -> str:
+        return f"{self.expr}.shape[{axis}]"
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """The NumPy attribute naming `dtype` in generated code, e.g. np.float32."""
+    return f"np.{np.dtype(dtype).name}" if np.dtype(dtype) != np.bool_ else "np.bool_"
+
+
+def literal(value: np.generic | float | bool, dtype: np.dtype) -> str:
+    """A generated-code literal of one value in exactly `dtype`."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return "True" if bool(value) else "False"
+    if dtype.kind == "f":
+        v = float(value)
+        text = "np.nan" if v != v else ("np.inf" if v == np.inf else "-np.inf" if v == -np.inf else repr(v))
+        return f"{dtype_name(dtype)}({text})"
+    return f"{dtype_name(dtype)}({int(value)})"
+
+
+def shape_tuple(dims: list[str]) -> str:
+    """A tuple expression of dimension expressions."""
+    return "()" if not dims else f"({', '.join(dims)},)"
+
+
+class Emitter:
+    """Collects lines of one function body at an indentation level; hands out unique names."""
+
+    def __init__(self, names: set[str] | None = None):
+        self.lines: list[str] = []
+        self.depth = 0
+        self.names = names if names is not None else set()
+
+    def __call__(self, text: str) -> None:
+        for line in text.splitlines() or [""]:
+            self.lines.append("    " * self.depth + line if line else "")
+
+    @contextmanager
+    def block(self, header: str) -> Iterator[None]:
+        """A header line ending in ':' and an indented body."""
+        self(header)
+        self.depth += 1
+        yield
+        self.depth -= 1
+
+    def fresh(self, hint: str) -> str:
+        """A unique identifier built from `hint` (any IR name)."""
+        base = re.sub(r"\W", "_", hint) or "v"
+        if base[0].isdigit():
+            base = "_" + base
+        name, k = base, 1
+        while name in self.names:
+            k += 1
+            name = f"{base}_{k}"
+        self.names.add(name)
+        return name
+
+    def text(self) -> str:
+        return "\n".join(self.lines)

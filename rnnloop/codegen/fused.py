@@ -1,0 +1,85 @@
+"""A fused loop: its generated kernel, compiled through the cache, called like the interpreter's run_loop."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import RunError
+from ..interp.graph import Options
+from ..interp.loop import run_loop
+from ..ir import Loop, TensorType
+from .cache import load_source
+from .kernel import STATUS_SIZE, KernelModule, generate
+
+
+def debug_level() -> int:
+    """RNNLOOP_DEBUG: 1 prints the plan at load, 2 also the kernel sources and raw kernel errors."""
+    value = os.environ.get("RNNLOOP_DEBUG", "0")
+    return int(value) if value.isdigit() else 1
+
+
+class FusedLoop:
+    """Runs one loop through its kernel; falls back to the interpreter for inputs of another type.
+
+    The kernel was generated for the dtypes and ranks the model declares; a feed of another rank
+    (a model whose declared types are loose) runs in the interpreter rather than miscompiling.
+    """
+
+    def __init__(self, loop: Loop, label: str, known: dict[str, np.ndarray]):
+        self.loop = loop
+        self.kernel: KernelModule = generate(loop, label, known)
+        self.label = label
+        self._function = None
+        body_inputs = loop.body.inputs[loop.body_iteration + loop.body_cond_in:]
+        self.expected = [loop.body.type_of(n) for n in body_inputs]
+        self.fallbacks = 0
+
+    @property
+    def source(self) -> str:
+        return self.kernel.source
+
+    def compile(self):
+        """The kernel's dispatcher, imported from the cache (numba compiles on the first call)."""
+        if self._function is None:
+            module = load_source(self.kernel.source, label=self.label)
+            self._function = getattr(module, self.kernel.entry)
+        return self._function
+
+    def __call__(self, op: Loop, values: list[Any], options: Options) -> tuple:
+        arrays = values[2:]
+        if not self._fits(arrays):
+            self.fallbacks += 1
+            return run_loop(op, values, options)
+        trip = -1 if values[0] is None else max(int(_one(op, values[0], "trip count")), 0)
+        cond = True if values[1] is None else bool(_one(op, values[1], "condition"))
+        cap = -1 if options.max_iterations is None else int(options.max_iterations)
+        status = np.zeros(STATUS_SIZE, np.int64)
+        function = self.compile()
+        try:
+            return function(status, cap, trip, cond, *arrays, *self.kernel.constants)
+        except Exception as e:
+            if debug_level() >= 2:
+                raise
+            message = self.kernel.error(status, e)
+            if message:
+                raise RunError(message) from None
+            raise RunError(f"{op.where()}: the fused kernel failed ({type(e).__name__}: {e}); "
+                           "run with backend='interp' to compare, and please report it") from e
+
+    def _fits(self, arrays: list[Any]) -> bool:
+        for value, t in zip(arrays, self.expected):
+            if not isinstance(value, np.ndarray) or not isinstance(t, TensorType):
+                return False
+            if value.dtype != t.dtype or value.ndim != len(t.shape):
+                return False
+        return True
+
+
+def _one(op: Loop, value: Any, role: str) -> Any:
+    array = np.asarray(value)
+    if array.size != 1:
+        raise RunError(f"{op.where()}: the {role} must hold exactly one value, got shape {array.shape}")
+    return array.reshape(-1)[0]

@@ -1,0 +1,530 @@
+"""Generates the kernel of one loop: a Numba function holding the whole loop (see ir.Loop).
+
+The kernel takes the loop's scalars and arrays, runs every iteration natively, and returns the
+finals and the joined stacked outputs. Buffers are allocated on first use and reused while their
+shape holds ("ensure" below), carried state is double-buffered, sliced inputs are views, stacked
+outputs are written in place into one buffer that grows geometrically when the trip count is not
+known. A run-time error sets `status` (code, iteration, two details) and raises; the Python side
+turns the code into a message naming the op (see KernelModule.error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import __version__
+from ..ir import Graph, Loop, Op, TensorType
+from .emitter import Emitter, NoRule, Var, dtype_name, literal, shape_tuple
+
+# A rule writes one op: it reads Vars of the inputs (None for an omitted input), emits code and
+# returns the Vars of the outputs.
+Rule = Callable[["LoopGen", Op, list], list]
+RULES: dict[str, Rule] = {}
+
+
+def emits(*op_types: str):
+    """Register a code generation rule for the named ops."""
+    def register(fn: Rule) -> Rule:
+        for op_type in op_types:
+            if op_type in RULES:
+                raise ValueError(f"two code generation rules for '{op_type}'")
+            RULES[op_type] = fn
+        return fn
+    return register
+
+
+# The kernel reports errors in an int64 status array: [code, iteration, detail a, detail b, code of
+# the op running, rank r of two shapes, the r dims of one shape, the r dims of the other].
+MAX_RANK = 8
+STATUS_SHAPES = 6
+STATUS_SIZE = STATUS_SHAPES + 2 * MAX_RANK
+
+
+@dataclass
+class KernelModule:
+    """The generated source of one loop and what its caller needs: entry name, arguments, errors."""
+
+    source: str
+    entry: str
+    constants: list[np.ndarray]  # passed after the loop's inputs, in this order
+    errors: list[tuple[str, str]] = field(default_factory=list)  # code-1 -> (op origin, message)
+
+    def error(self, status: np.ndarray, exc: BaseException) -> str | None:
+        """The message for a kernel that stopped: by the code it set, or by the op it was running."""
+        code = int(status[0]) or int(status[4])
+        if not code:
+            return None
+        where, message = self.errors[code - 1]
+        t, a, b = (int(v) for v in status[1:4])
+        shapes = [int(v) for v in status[STATUS_SHAPES:STATUS_SHAPES + 2 * int(status[STATUS_SHAPES - 1])]]
+        half = len(shapes) // 2
+        return f"{where}: {message.format(t=t, a=a, b=b, error=exc, before=shapes[:half], after=shapes[half:])}"
+
+
+class ModuleGen:
+    """State shared by the functions of one generated module: names, errors, functions."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.functions: list[str] = []
+        self.errors: list[tuple[str, str]] = []
+        self.names: set[str] = {"math", "np", "njit", "_m", "kernel", "status", "max_iter", "trip", "cond", "limit", "t"}
+        self.loops = 0
+        self.helpers: dict[str, str] = {}
+
+    def error_code(self, where: str, message: str) -> int:
+        self.errors.append((where, message))
+        return len(self.errors)
+
+    def helper(self, source: str) -> str:
+        """Add a function whose source names itself FUNCTION, once per distinct text; returns its name."""
+        name = self.helpers.get(source)
+        if name is None:
+            name = self.helpers[source] = f"op{len(self.helpers) + 1}"
+            self.functions.append(source.replace("FUNCTION", name))
+        return name
+
+
+class LoopGen:
+    """Generates one loop's function; rules call its helpers to emit code."""
+
+    def __init__(self, module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]):
+        self.module, self.loop = module, loop
+        # Invariants whose value the enclosing graph fixes (its constants), by body input name.
+        _, _, outer = loop.input_groups()
+        inner = loop.body.inputs[len(loop.body.inputs) - len(outer):]
+        self.known = {b: known[o] for o, b in zip(outer, inner) if o in known}
+        self.names: set[str] = set(module.names)
+        self.pre = Emitter(self.names)    # before the loop
+        self.body = Emitter(self.names)   # inside the loop
+        self.post = Emitter(self.names)   # after the loop
+        self.pre.depth, self.body.depth, self.post.depth = 1, 2, 1
+        self.values: dict[str, Var] = {}
+        self.graph: Graph = loop.body
+        self.slice_info: dict[str, tuple] = {}
+
+    # -- helpers for rules ------------------------------------------------------------------
+
+    def type_of(self, name: str) -> TensorType:
+        t = self.graph.type_of(name)
+        if not isinstance(t, TensorType) or t.dtype is None or t.shape is None:
+            raise NoRule(f"the type of '{name}' is not a tensor of known dtype and rank ({t})")
+        return t
+
+    def out_type(self, name: str, rank: int, dtype: np.dtype | None = None) -> tuple[np.dtype, int]:
+        """The dtype and rank of an op output: the rule computes the rank, the model gives the dtype.
+
+        Shape inference often leaves ranks unknown inside loop bodies; where the model does declare
+        one, it must agree with the rule's.
+        """
+        t = self.graph.type_of(name)
+        declared = t.dtype if isinstance(t, TensorType) else None
+        if dtype is None:
+            dtype = declared
+        if dtype is None:
+            raise NoRule(f"the dtype of '{name}' is not known")
+        if declared is not None and declared != dtype:
+            raise NoRule(f"'{name}' is declared {declared} but computes {dtype}")
+        if isinstance(t, TensorType) and t.shape is not None and len(t.shape) != rank:
+            raise NoRule(f"'{name}' is declared with rank {len(t.shape)} but computes rank {rank}")
+        return np.dtype(dtype), rank
+
+    def const(self, name: str) -> np.ndarray | None:
+        """The value of a body constant or of an invariant that is a constant outside (else None)."""
+        value = self.graph.constants.get(name, self.known.get(name))
+        return value if isinstance(value, np.ndarray) else None
+
+    def buffer(self, hint: str, dtype: np.dtype, shape: list[str]) -> str:
+        """A buffer written by one op each iteration: allocated once, again only if its shape changes."""
+        name = self.body.fresh(f"b_{hint}")
+        self.pre(f"{name} = np.empty({shape_tuple(['0'] * len(shape))}, {dtype_name(dtype)})")
+        if shape:
+            shp = shape_tuple(shape)
+            with self.body.block(f"if {name}.shape != {shp}:"):
+                self.body(f"{name} = np.empty({shp}, {dtype_name(dtype)})")
+        return name
+
+    def fail_if(self, condition: str, op: Op | None, message: str, a: str = "0", b: str = "0",
+                shapes: tuple[str, str, int] | None = None) -> None:
+        """Stop the kernel with a clear error when `condition` holds.
+
+        The message may use {t}, {a}, {b}, and with `shapes` (two shape tuple expressions of one
+        rank, at most MAX_RANK) {before} and {after}, the two shapes as lists.
+        """
+        where = op.where() if op is not None else self.loop.where()
+        code = self.module.error_code(where, message)
+        with self.body.block(f"if {condition}:"):
+            self.body(f"status[0] = {code}; status[1] = t; status[2] = {a}; status[3] = {b}")
+            if shapes is not None and shapes[2] <= MAX_RANK:
+                before, after, rank = shapes
+                self.body(f"status[{STATUS_SHAPES - 1}] = {rank}")
+                for d in range(rank):
+                    self.body(f"status[{STATUS_SHAPES + d}] = {before}[{d}]; "
+                              f"status[{STATUS_SHAPES + rank + d}] = {after}[{d}]")
+            self.body(f'raise RuntimeError("rnnloop kernel error {code}")')
+
+    def add_constant(self, name: str, value: np.ndarray, constants: list[np.ndarray]) -> str:
+        """A body constant passed as an argument (its value is not part of the source)."""
+        arg = self.pre.fresh(f"k_{name}")
+        constants.append(value)
+        self.define(name, Var(arg, value.dtype, value.ndim, "view"))
+        return arg
+
+    def mark(self, op: Op) -> None:
+        """Record `op` as running, so an error NumPy raises inside the kernel can name it."""
+        code = self.module.error_code(op.where(), "{error}")
+        self.body(f"status[4] = {code}")
+
+    def define(self, name: str, var: Var) -> None:
+        self.values[name] = var
+
+    def var(self, name: str) -> Var | None:
+        return self.values[name] if name else None
+
+
+# ------------------------------------------------------------------------------------------
+# The loop function
+
+
+def generate(loop: Loop, label: str, known: dict[str, np.ndarray]) -> KernelModule:
+    """The kernel module of `loop`; raises NoRule when some op or value cannot be compiled.
+
+    `known` holds the constants of the enclosing graph, so invariants fed from them are constants too.
+    """
+    module = ModuleGen(label)
+    entry, constants, _ = _loop_function(module, loop, known)
+    header = (f"# generated by rnnloop {__version__} from {label}; do not edit\n"
+              "import math\n\nimport numpy as np\nfrom numba import njit\n\nfrom rnnloop.codegen import mathfn as _m\nfrom rnnloop.codegen import runtime as _r\n")
+    source = header + "\n\n" + "\n\n\n".join(module.functions) + "\n"
+    return KernelModule(source, entry, constants, module.errors)
+
+
+def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) -> tuple[str, list, list]:
+    """Emit the function of one loop (inner loops become functions of their own, emitted first).
+
+    Its parameters are status, max_iter, trip (-1: none), cond, the loop's carried, sliced and
+    invariant inputs, then the constants of its body; it returns the finals and stacked outputs.
+    Returns the function's name, the constants its caller passes, and its outputs' (dtype, rank).
+    """
+    # The outermost loop is `kernel`; inner loops are numbered in the order they are met.
+    fn_name = f"inner_loop{module.loops}" if module.loops else "kernel"
+    module.loops += 1
+    g = LoopGen(module, loop, known)
+    pre, emit = g.pre, g.body
+    n_params = loop.body_iteration + loop.body_cond_in
+    nc, ns = loop.n_carried, len(loop.sliced)
+    b_in = loop.body.inputs
+    b_carried = b_in[n_params:n_params + nc]
+    b_slices = b_in[n_params + nc:n_params + nc + ns]
+    b_invariants = b_in[n_params + nc + ns:]
+    cond_out, carried_next, stacked_values = loop.body_groups()
+
+    params = ["status", "max_iter", "trip", "cond"]
+    carried = []
+    for name in b_carried:
+        t = g.type_of(name)
+        arg = pre.fresh(f"init_{name}")
+        cur = pre.fresh(f"c_{name}")
+        params.append(arg)
+        # The state starts as the caller's array, which is never written; contiguous for a stable type.
+        pre(f"{cur} = {arg}" if not t.shape else f"{cur} = np.ascontiguousarray({arg})")
+        g.define(name, Var(cur, t.dtype, len(t.shape), "state"))
+        carried.append((name, cur, t))
+    slices = []
+    for name, spec in zip(b_slices, loop.sliced):
+        src = pre.fresh(f"src_{name}")
+        params.append(src)
+        slices.append((name, spec, src, g.type_of(name)))
+    for name in b_invariants:
+        t = g.type_of(name)
+        arg = pre.fresh(f"inv_{name}")
+        params.append(arg)
+        g.define(name, Var(arg, t.dtype, len(t.shape), "view"))
+    constants: list[np.ndarray] = []
+    for name, value in loop.body.constants.items():
+        if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+            raise NoRule(f"body constant '{name}' is not a numeric tensor")
+        if value.ndim == 0:
+            g.define(name, Var(literal(value[()], value.dtype), value.dtype, 0, "scalar"))
+        else:
+            params.append(g.add_constant(name, value, constants))
+
+    pre("limit = trip")
+    for name, spec, src, t in slices:
+        _slice_window(g, spec, src, t)
+    if loop.body_iteration:
+        it = pre.fresh("iteration")
+        pre(f"{it} = np.empty((), np.int64)")
+        emit(f"{it}[()] = t")
+        g.define(b_in[0], Var(it, np.dtype(np.int64), 0, "param"))
+    if loop.body_cond_in:
+        cin = pre.fresh("cond_in")
+        pre(f"{cin} = np.empty((), np.bool_)")
+        emit(f"{cin}[()] = cond")
+        g.define(b_in[loop.body_iteration], Var(cin, np.dtype(np.bool_), 0, "param"))
+    pre("t = 0")
+
+    g.fail_if("max_iter >= 0 and t >= max_iter", None,
+              "still running after {t} iterations, the session's max_iterations; "
+              "raise max_iterations if the loop is meant to run longer")
+    for name, spec, src, t in slices:
+        _slice_part(g, name, spec, src, t)
+    for op in loop.body.ops:
+        _emit_op(g, op, constants, params)
+    if cond_out:
+        _read_cond(g, g.values[cond_out[0]])
+    stacks = [_stack_buffer(g, name) for name in stacked_values]
+    for stack, k in zip(stacks, range(len(stacks))):
+        _stack_append(g, stack, g.values[stacked_values[k]], k)
+    _next_state(g, carried, carried_next)
+    emit("t += 1")
+    outputs = [cur for _, cur, _ in carried] + [_stack_result(g, stack, spec, k)
+                                               for k, (stack, spec) in enumerate(zip(stacks, loop.stacked))]
+    lines = ['@njit(cache=True, nogil=True, error_model="numpy")',
+             f"def {fn_name}({', '.join(params)}):",
+             f'    """{loop.where()}"""',
+             *pre.lines,
+             "    while (limit < 0 or t < limit) and cond:",
+             *emit.lines,
+             *g.post.lines,
+             f"    return ({', '.join(outputs)}{',' if len(outputs) == 1 else ''})"]
+    module.functions.append("\n".join(lines))
+    out_types = [(t.dtype, len(t.shape)) for _, _, t in carried]
+    out_types += [(g.values[n].dtype, g.values[n].rank + (0 if s.concat else 1))
+                  for n, s in zip(stacked_values, loop.stacked)]
+    return fn_name, constants, out_types
+
+
+def _index(rank: int, axis: int, index: str) -> str:
+    """An indexing expression selecting `index` on `axis` of an array of `rank`."""
+    parts = [":"] * rank
+    parts[axis] = index
+    return ", ".join(parts)
+
+
+def _slice_window(g: LoopGen, spec, src: str, t: TensorType) -> None:
+    """Before the loop: the window of a sliced input and its part count, which caps the trip count."""
+    rank = len(t.shape) + (0 if spec.keep_axis else 1)
+    if not -rank <= spec.axis < rank:
+        raise NoRule(f"slice axis {spec.axis} is out of range for rank {rank}")
+    if not spec.keep_axis and spec.part != 1:
+        raise NoRule("a part larger than 1 must keep the sliced axis")
+    axis = spec.axis % rank
+    n, start, count = (g.pre.fresh(f"{src}_{x}") for x in ("n", "start", "count"))
+    g.pre(f"{n} = {src}.shape[{axis}]")
+    g.pre(f"{start} = {_clamped(spec.start, n)}")
+    end = n if spec.end is None else _clamped(spec.end, n)
+    g.pre(f"{count} = max(({end} - {start} - {spec.part}) // {spec.stride} + 1, 0) "
+          f"if {end} - {start} >= {spec.part} else 0")
+    g.pre(f"limit = {count} if limit < 0 else min(limit, {count})")
+    g.slice_info[src] = (axis, rank, start, count)
+
+
+def _clamped(index: int, n: str) -> str:
+    return f"min({index}, {n})" if index >= 0 else f"max({n} - {-index}, 0)"
+
+
+def _slice_part(g: LoopGen, name: str, spec, src: str, t: TensorType) -> None:
+    """In the loop: this iteration's part of a sliced input, as a view."""
+    axis, rank, start, count = g.slice_info[src]
+    k = f"{count} - 1 - t" if spec.reverse else "t"
+    offset = f"{start} + ({k}) * {spec.stride}" if spec.stride != 1 else f"{start} + {k}"
+    view = g.body.fresh(f"part_{name}")
+    index = f"{offset}:{offset} + {spec.part}" if spec.keep_axis else offset
+    g.body(f"{view} = {src}[{_index(rank, axis, index)}]")
+    g.define(name, Var(view, t.dtype, len(t.shape), "view"))
+
+
+def _stack_buffer(g: LoopGen, name: str) -> str:
+    """Before the loop: the buffer of a stacked output, with the static shape of zero iterations."""
+    v = g.values[name]
+    t = g.graph.type_of(name)
+    static = t.shape if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == v.rank \
+        else (None,) * v.rank
+    buf = g.pre.fresh(f"stack_{name}")
+    zero = ["0"] + [str(d) if isinstance(d, int) else "0" for d in static]
+    g.pre(f"{buf} = np.empty({shape_tuple(zero)}, {dtype_name(v.dtype)})")
+    return buf
+
+
+def _stack_append(g: LoopGen, buf: str, v: Var, k: int) -> None:
+    """In the loop: write this iteration's value in place; the buffer grows geometrically."""
+    emit = g.body
+    if v.kind == "scalar":
+        shape = "()"
+    else:
+        shape = shape_tuple([v.dim(a) for a in range(v.rank)])
+    cap = "limit if 0 <= limit <= 65536 else 64"  # a trip count is only a bound when a condition may stop early
+    with emit.block("if t == 0:"):
+        emit(f"{buf} = np.empty(({cap},) + {shape}, {buf}.dtype)")
+    name = g.loop.outputs[g.loop.n_carried + k]
+    rank = 0 if v.kind == "scalar" else v.rank
+    g.fail_if(f"{buf}.shape[1:] != {shape}", None,
+              f"stacked output {k} ('{name}') changes from {v.dtype}{{before}} to {v.dtype}{{after}} "
+              "at iteration {t}; every iteration must produce the same shape and dtype",
+              shapes=(f"{buf}.shape[1:]", shape, rank))
+    with emit.block(f"if t == {buf}.shape[0]:"):
+        grown = emit.fresh("grown")
+        emit(f"{grown} = np.empty((2 * t,) + {buf}.shape[1:], {buf}.dtype)")
+        emit(f"{grown}[:t] = {buf}")
+        emit(f"{buf} = {grown}")
+    if v.kind == "scalar":
+        emit(f"{buf}[t] = {v.expr}")
+    elif v.rank == 0:
+        emit(f"{buf}[t] = {v.item()}")
+    else:
+        emit(f"{buf}[t] = {v.expr}")
+
+
+def _stack_result(g: LoopGen, buf: str, spec, k: int) -> str:
+    """After the loop: the t parts, reversed, padded and moved to their axis as the Stack says."""
+    post = g.post
+    rank = g.values[g.loop.body_groups()[2][k]].rank
+    out = post.fresh(f"out_{buf}")
+    post(f"{out} = {buf}[:t]")
+    if spec.reverse:
+        post(f"{out}_r = np.ascontiguousarray({out}[::-1])")
+        out = f"{out}_r"
+    if spec.length is not None:
+        code = g.module.error_code(g.loop.where(), f"stacked output {k} has {{a}} iterations, "
+                                                   f"more than its padded length {spec.length}")
+        with post.block(f"if t > {spec.length}:"):
+            post(f"status[0] = {code}; status[2] = t")
+            post(f'raise RuntimeError("rnnloop kernel error {code}")')
+        padded = post.fresh(f"{out}_padded")
+        post(f"{padded} = np.zeros(({spec.length},) + {out}.shape[1:], {out}.dtype)")
+        post(f"{padded}[:t] = {out}")
+        out = padded
+    if spec.concat:
+        axis = spec.axis + rank if spec.axis < 0 else spec.axis
+        if not 0 <= axis < rank:
+            raise NoRule(f"concat axis {spec.axis} is out of range for rank {rank}")
+        if axis == 0:
+            dims = [f"{out}.shape[0] * {out}.shape[1]"] + [f"{out}.shape[{d + 1}]" for d in range(1, rank)]
+            post(f"{out}_c = np.ascontiguousarray({out}).reshape({shape_tuple(dims)})")
+            return f"{out}_c"
+        perm = [d + 1 for d in range(axis)] + [0] + [d + 1 for d in range(axis, rank)]
+        dims = [f"{out}.shape[{d + 1}]" for d in range(axis)] + [f"{out}.shape[0] * {out}.shape[{axis + 1}]"] \
+            + [f"{out}.shape[{d + 1}]" for d in range(axis + 1, rank)]
+        post(f"{out}_c = np.ascontiguousarray({out}.transpose({shape_tuple([str(p) for p in perm])}))"
+             f".reshape({shape_tuple(dims)})")
+        return f"{out}_c"
+    axis = spec.axis + rank + 1 if spec.axis < 0 else spec.axis
+    if not 0 <= axis <= rank:
+        raise NoRule(f"stack axis {spec.axis} is out of range for rank {rank + 1}")
+    if axis == 0:
+        return out
+    perm = [d + 1 for d in range(axis)] + [0] + [d + 1 for d in range(axis, rank)]
+    post(f"{out}_m = np.ascontiguousarray({out}.transpose({shape_tuple([str(p) for p in perm])}))")
+    return f"{out}_m"
+
+
+def _read_cond(g: LoopGen, v: Var) -> None:
+    """In the loop: the body's condition output decides whether another iteration runs."""
+    if v.kind == "scalar":
+        g.body(f"cond = {v.expr} != 0")
+        return
+    g.fail_if(f"{v.expr}.size != 1", None, "the body condition must hold exactly one value, got {a}",
+              a=f"{v.expr}.size")
+    first = v.item() if v.rank == 0 else f"{v.expr}[{', '.join(['0'] * v.rank)}]"
+    g.body(f"cond = {first} != 0")
+
+
+def _next_state(g: LoopGen, carried: list, carried_next: list[str]) -> None:
+    """End of an iteration: the body's results become the state, without copying where possible.
+
+    A result in a buffer of its own becomes the state and the old state's memory becomes that
+    buffer (double buffering); anything else (a view, an input, a value taken twice) is copied into
+    a buffer of the slot first. Copies come before swaps, since a copy may read the old state.
+    """
+    swaps, claimed = [], set()
+    for (name, cur, t), nxt in zip(carried, carried_next):
+        v = g.values[nxt]
+        if v.dtype != t.dtype or v.rank != len(t.shape):
+            raise NoRule(f"carried value '{name}' changes from {t} to {v.dtype} rank {v.rank}")
+        if v.kind == "buffer" and v.expr not in claimed:
+            claimed.add(v.expr)
+            swaps.append((cur, v.expr, t))
+            continue
+        slot = g.buffer(f"next_{name}", t.dtype, [v.dim(a) for a in range(v.rank)] if v.kind != "scalar" else [])
+        if v.kind == "scalar":
+            g.body(f"{slot}[()] = {v.expr}")
+        elif v.rank == 0:
+            g.body(f"{slot}[()] = {v.item()}")
+        else:
+            g.body(f"{slot}[...] = {v.expr}")
+        swaps.append((cur, slot, t))
+    for cur, buf, t in swaps:
+        # At t == 0 the old state is the caller's array, which must never be written: the buffer
+        # gets a fresh placeholder instead (empty, so the next iteration allocates).
+        spare = g.body.fresh("spare")
+        g.body(f"{spare} = {cur}")
+        g.body(f"{cur} = {buf}")
+        placeholder = shape_tuple(["0"] * len(t.shape))
+        g.body(f"{buf} = {spare} if t > 0 else np.empty({placeholder}, {dtype_name(t.dtype)})")
+
+
+def _emit_op(g: LoopGen, op: Op, constants: list[np.ndarray], params: list[str]) -> None:
+    """One body op: a comment naming it, then its rule's code."""
+    from . import rules  # noqa: F401  (registers the rules)
+    from .scalar import ELEMENTWISE
+    g.body(f"# {op.where()}")
+    if isinstance(op, Loop):
+        outs = _emit_inner_loop(g, op, constants, params)
+    elif type(op) is not Op:
+        raise NoRule(f"{op.where()}: {op.op_type} inside a loop body is not compiled yet")
+    else:
+        rule = RULES.get(op.op_type) or (RULES["<elementwise>"] if op.op_type in ELEMENTWISE else None)
+        if rule is None:
+            raise NoRule(f"{op.where()}: no code generation rule for {op.op_type}")
+        ins = [g.var(n) for n in op.inputs]
+        try:
+            outs = rule(g, op, ins)
+        except NoRule as e:
+            raise NoRule(f"{op.where()}: {e}") from None
+    for name, var in zip(op.outputs, outs):
+        if name:
+            g.define(name, var)
+
+
+def _scalar_of(g: LoopGen, v: Var | None, default: str, what: str, op: Op) -> str:
+    """The single element of a trip count or condition input, checked to be one value."""
+    if v is None:
+        return default
+    if v.kind == "scalar" or v.rank == 0:
+        return v.item()
+    g.fail_if(f"{v.expr}.size != 1", op, f"the {what} must hold exactly one value, got {{a}}", a=f"{v.expr}.size")
+    return f"{v.expr}[{', '.join(['0'] * v.rank)}]"
+
+
+def _emit_inner_loop(g: LoopGen, op: Loop, constants: list[np.ndarray], params: list[str]) -> list[Var]:
+    """A loop in the body: its own function in the module, called once per outer iteration."""
+    known = {**g.known, **{n: v for n, v in g.graph.constants.items() if isinstance(v, np.ndarray)}}
+    name, inner_constants, out_types = _loop_function(g.module, op, known)
+    args = []
+    for value in inner_constants:  # the inner loop's constants pass through this function's parameters
+        arg = g.pre.fresh("k_inner")
+        params.append(arg)
+        constants.append(value)
+        args.append(arg)
+    ins = [g.var(n) for n in op.inputs]
+    for v, n in zip(ins[2:], op.inputs[2:]):
+        if v is None or v.kind == "scalar":
+            raise NoRule(f"{op.where()}: input '{n}' is not an array")
+    trip = _scalar_of(g, ins[0], "-1", "trip count", op)
+    if ins[0] is not None:
+        trip = f"max(np.int64({trip}), 0)"
+    cond = _scalar_of(g, ins[1], "True", "condition", op)
+    results = g.body.fresh("results")
+    g.body(f"{results} = {name}(status, max_iter, {trip}, {cond} != 0, "
+           f"{', '.join([v.expr for v in ins[2:]] + args)})")
+    outs = []
+    for k, (out, (dtype, rank)) in enumerate(zip(op.outputs, out_types)):
+        dtype, rank = g.out_type(out, rank, dtype)
+        var = g.body.fresh(f"v_{out}")
+        g.body(f"{var} = {results}[{k}]")
+        outs.append(Var(var, dtype, rank, "view"))
+    return outs

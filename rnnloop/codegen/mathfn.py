@@ -1,0 +1,361 @@
+"""Scalar helpers that generated kernels call: fast float32 math and the interpreter's integer semantics.
+
+Generated code does `from rnnloop.codegen import mathfn as _m` and calls these on one element at a
+time inside its loops. LLVM inlines them, so a helper costs what its body costs.
+
+Float32 functions (`tanh_f32`, `exp_f32`, `sigmoid_f32`, ...) are pure arithmetic, clamps and
+selects with no branches and no libm calls, so a loop over an array vectorises (AVX2: 8 lanes). They
+keep every operation in float32 (a Python float constant would promote to float64) and are accurate
+to a few ulp (measured max relative error ~2-3e-7, see tests/test_codegen_scalar.py); ±inf and NaN
+give the IEEE answers. Float64 users want exactness, so float64 goes through libm (math.exp, ...).
+
+Integer helpers reproduce rnnloop.interp exactly: division truncates toward zero, Mod takes the
+divisor's (fmod=0) or the dividend's (fmod=1) sign, and a zero divisor raises ZeroDivisionError.
+Numba's own np.mod/np.fmod on integers differ (and np.mod crashes on INT_MIN % -1), so they are
+not used.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from numba import njit
+
+_jit = njit(nogil=True, cache=True, error_model="numpy")
+# Helpers that call other helpers are inlined by Numba itself: LLVM's inliner refuses a callee that
+# has grown past its size threshold, and an opaque call in a loop stops it vectorising.
+_jit_inline = njit(nogil=True, cache=True, error_model="numpy", inline="always")
+
+_F = np.float32
+_I = np.int32
+
+# ---------------------------------------------------------------------------------------------
+# float32 elementary functions
+
+
+# exp: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite: ln2 = _LN2_HI + _LN2_LO, n * _LN2_HI exact),
+# e^r = 1 + r + r^2 P(r) with P a degree-4 minimax fit (relative error 3.5e-9 on the interval).
+_LOG2E = _F(1.4426950408889634)
+_LN2_HI = _F(0.693359375)
+_LN2_LO = _F(-2.1219444005469057e-4)
+_EXP_P0 = _F(0.4999999403953552)
+_EXP_P1 = _F(0.16666509211063385)
+_EXP_P2 = _F(0.04166852682828903)
+_EXP_P3 = _F(0.00837013591080904)
+_EXP_P4 = _F(0.0013811656972393394)
+# exp(x) overflows above 88.73 and is below half the smallest subnormal under -103.97.
+_EXP_HI = _F(89.0)
+_EXP_LO = _F(-104.0)
+
+
+@_jit
+def _pow2_f32(n):
+    """2.0**n for an integer-valued float32 n in [-126, 127], by building the exponent bits."""
+    return _I((_I(n) + _I(127)) << _I(23)).view(np.float32)
+
+
+@_jit
+def exp_f32(x):
+    """e**x in float32, max relative error ~1.5e-7; exp(inf) = inf, exp(-inf) = 0, NaN stays NaN."""
+    xc = max(_EXP_LO, min(_EXP_HI, x))  # this order turns NaN into a bound, so n stays finite
+    n = np.floor(xc * _LOG2E + _F(0.5))
+    r = (xc - n * _LN2_HI) - n * _LN2_LO
+    p = _EXP_P4
+    p = p * r + _EXP_P3
+    p = p * r + _EXP_P2
+    p = p * r + _EXP_P1
+    p = p * r + _EXP_P0
+    e = _F(1.0) + (r + (r * r) * p)
+    # 2**n in two factors: n reaches -150 (subnormal results) and 129 (overflow to inf).
+    h = np.floor(n * _F(0.5))
+    y = (e * _pow2_f32(h)) * _pow2_f32(n - h)
+    return y if x == x else x
+
+
+# tanh(x) = x (1 + x^2 A(x^2)) / (1 + x^2 B(x^2)), a [9/8] rational minimax fit of relative error
+# 4.9e-8 on [0, 9] with these float32 coefficients; |tanh(x)| rounds to 1 beyond 9. All the
+# coefficients are positive, so Horner's rule has no cancellation; the leading 1s keep tanh(x) = x
+# exactly for tiny x.
+_TANH_CLAMP = _F(9.0)
+_TANH_A1 = _F(0.13383977115154266)
+_TANH_A2 = _F(0.0034989919513463974)
+_TANH_A3 = _F(2.0661194866988808e-05)
+_TANH_A4 = _F(1.3419726663244091e-08)
+_TANH_B1 = _F(0.4671729803085327)
+_TANH_B2 = _F(0.02589019201695919)
+_TANH_B3 = _F(0.0003291031753178686)
+_TANH_B4 = _F(7.804690653756552e-07)
+
+
+@_jit
+def tanh_f32(x):
+    """tanh(x) in float32, max error ~2e-7 absolute and ~3e-7 relative; ±1 at ±inf, NaN stays NaN."""
+    xc = max(min(x, _TANH_CLAMP), -_TANH_CLAMP)  # this order keeps NaN
+    x2 = xc * xc
+    p = x2 * (_TANH_A1 + x2 * (_TANH_A2 + x2 * (_TANH_A3 + x2 * _TANH_A4)))
+    q = _F(1.0) + x2 * (_TANH_B1 + x2 * (_TANH_B2 + x2 * (_TANH_B3 + x2 * _TANH_B4)))
+    y = (xc + xc * p) / q
+    return max(min(y, _F(1.0)), _F(-1.0))
+
+
+@_jit
+def sigmoid_f32(x):
+    """1 / (1 + exp(-x)) in float32 with a few ulp of relative error everywhere, tails included."""
+    e = exp_f32(-abs(x))  # in (0, 1]: never overflows
+    return (e if x < _F(0.0) else _F(1.0)) / (_F(1.0) + e)
+
+
+@_jit
+def _expm1_low_f32(x):
+    """exp(x) - 1 for x below ~1, without cancellation: 2t / (1 - t) with t = tanh(x/2)."""
+    t = tanh_f32(x * _F(0.5))
+    return (t + t) / (_F(1.0) - t)
+
+
+@_jit_inline
+def expm1_f32(x):
+    """exp(x) - 1 in float32, accurate relative to the result also near 0."""
+    low = _expm1_low_f32(x)
+    high = exp_f32(x) - _F(1.0)
+    return low if x < _F(0.75) else high
+
+
+@_jit
+def elu_f32(x, alpha):
+    """x if x > 0 else alpha * (exp(x) - 1), float32."""
+    return x if x > _F(0.0) else alpha * _expm1_low_f32(x)
+
+
+@_jit
+def selu_f32(x, alpha, gamma):
+    """gamma * (x if x > 0 else alpha * (exp(x) - 1)), float32."""
+    return gamma * (x if x > _F(0.0) else alpha * _expm1_low_f32(x))
+
+
+# log: x = 2^e m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact),
+# log(1 + f) = f - f^2/2 + f^3 P(f) with P a degree-7 minimax fit (relative error 5.8e-9).
+_LOG_P = (_F(0.3333333134651184), _F(-0.250008225440979), _F(0.20001226663589478), _F(-0.16623355448246002),
+          _F(0.14201751351356506), _F(-0.1316019594669342), _F(0.12761634588241577), _F(-0.07634533941745758))
+_LOG_P0, _LOG_P1, _LOG_P2, _LOG_P3, _LOG_P4, _LOG_P5, _LOG_P6, _LOG_P7 = _LOG_P
+_SQRT2 = _F(1.4142135623730951)
+_FLT_MIN = _F(1.1754943508222875e-38)
+_TWO23 = _F(8388608.0)
+
+
+@_jit
+def log_f32(x):
+    """ln(x) in float32, max relative error ~2e-7; -inf at 0, NaN below 0, inf at inf."""
+    tiny = x < _FLT_MIN  # subnormals (and everything invalid) are scaled into the normal range
+    xs = x * _TWO23 if tiny else x
+    bits = np.float32(xs).view(np.int32)
+    e = _F(((bits >> _I(23)) & _I(0xFF)) - _I(127)) - (_F(23.0) if tiny else _F(0.0))
+    m = _I((bits & _I(0x007FFFFF)) | _I(0x3F800000)).view(np.float32)  # in [1, 2)
+    big = m > _SQRT2
+    m = m * _F(0.5) if big else m
+    e = e + _F(1.0) if big else e
+    f = m - _F(1.0)
+    p = _LOG_P7
+    p = p * f + _LOG_P6
+    p = p * f + _LOG_P5
+    p = p * f + _LOG_P4
+    p = p * f + _LOG_P3
+    p = p * f + _LOG_P2
+    p = p * f + _LOG_P1
+    p = p * f + _LOG_P0
+    f2 = f * f
+    z = f2 * f * p + e * _LN2_LO - _F(0.5) * f2
+    y = (f + z) + e * _LN2_HI
+    special = -np.inf if x == _F(0.0) else (x if x > _F(0.0) else np.nan)  # inf, NaN, 0, negatives
+    return y if (x > _F(0.0)) & (x < np.inf) else _F(special)
+
+
+@_jit_inline
+def log1p_f32(x):
+    """ln(1 + x) in float32, accurate relative to the result also near 0."""
+    w = _F(1.0) + x
+    d = w - _F(1.0)
+    # log(w) * x / (w - 1) cancels the rounding error of 1 + x (Goldberg's trick).
+    y = log_f32(w) * (x / d)
+    return x if (d == _F(0.0)) | (x == np.inf) else y
+
+
+@_jit_inline
+def softplus_f32(x):
+    """ln(1 + exp(x)) in float32, without overflow: max(x, 0) + ln(1 + exp(-|x|))."""
+    return max(x, _F(0.0)) + log1p_f32(exp_f32(-abs(x)))
+
+
+# ---------------------------------------------------------------------------------------------
+# float64 counterparts (libm, exact to an ulp or two)
+
+
+@_jit
+def sigmoid_f64(x):
+    """1 / (1 + exp(-x)) in float64 without overflow."""
+    e = math.exp(-abs(x))
+    return (e if x < 0.0 else 1.0) / (1.0 + e)
+
+
+@_jit
+def elu_f64(x, alpha):
+    """x if x > 0 else alpha * (exp(x) - 1), float64."""
+    return x if x > 0.0 else alpha * math.expm1(x)
+
+
+@_jit
+def selu_f64(x, alpha, gamma):
+    """gamma * (x if x > 0 else alpha * (exp(x) - 1)), float64."""
+    return gamma * (x if x > 0.0 else alpha * math.expm1(x))
+
+
+@_jit
+def softplus_f64(x):
+    """ln(1 + exp(x)) in float64, without overflow."""
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+
+# ---------------------------------------------------------------------------------------------
+# NumPy semantics for any dtype (each argument is used once by the caller, so these also
+# evaluate an expensive argument expression only once)
+
+
+@_jit
+def maximum(a, b):
+    """np.maximum: the larger value; NaN if either is NaN."""
+    return b if b != b else max(a, b)  # max(nan, b) is nan already
+
+
+@_jit
+def minimum(a, b):
+    """np.minimum: the smaller value; NaN if either is NaN."""
+    return b if b != b else min(a, b)
+
+
+@_jit
+def leaky(x, slope):
+    """x * slope where x < 0, else x (LeakyRelu, PRelu)."""
+    return x * slope if x < 0 else x
+
+
+@_jit
+def thresholded(x, alpha, zero):
+    """x where x > alpha, else zero (ThresholdedRelu)."""
+    return x if x > alpha else zero
+
+
+@_jit
+def sign_int(x):
+    """np.sign of an integer: -1, 0 or 1 (int64)."""
+    return (x > 0) - (x < 0)
+
+
+@_jit
+def sign_float(x):
+    """np.sign of a float as float64: -1.0, 0.0 or 1.0; NaN stays NaN."""
+    return 1.0 if x > 0 else (-1.0 if x < 0 else (0.0 if x == 0 else np.nan))
+
+
+@_jit
+def mod_float(a, b):
+    """np.mod of floats: the remainder with the sign of the divisor (NaN for b = 0)."""
+    m = np.fmod(a, b)
+    if b == 0:
+        return m
+    if m == 0:
+        return np.copysign(m - m, b)
+    return m + b if (b < 0) != (m < 0) else m
+
+
+# ---------------------------------------------------------------------------------------------
+# integers (int64 arithmetic; the caller wraps to int32 where the dtype says so)
+
+
+@_jit
+def div_int(a, b):
+    """a / b truncated toward zero; INT_MIN / -1 wraps to INT_MIN as in NumPy."""
+    if b == 0:
+        raise ZeroDivisionError("integer division by zero")
+    if b == -1:
+        return -a  # Numba's // returns 0 for INT_MIN // -1 instead of wrapping
+    q = a // b  # floor
+    return q + 1 if (a - q * b != 0) and ((a < 0) != (b < 0)) else q
+
+
+@_jit
+def mod_int(a, b):
+    """np.mod of integers: the remainder with the sign of the divisor."""
+    if b == 0:
+        raise ZeroDivisionError("integer division by zero")
+    if b == -1:
+        return a - a
+    return a % b
+
+
+@_jit
+def fmod_int(a, b):
+    """np.fmod of integers: the remainder with the sign of the dividend."""
+    if b == 0:
+        raise ZeroDivisionError("integer division by zero")
+    if b == -1:
+        return a - a
+    r = a % b
+    return r - b if r != 0 and (r < 0) != (a < 0) else r
+
+
+@_jit
+def pow_int(x, y):
+    """x ** y for integers, wrapping in 64 bits; a negative y truncates toward zero (only ±1 survive)."""
+    x, y = np.int64(x), np.int64(y)
+    if y < 0:
+        if x == 0:
+            raise ZeroDivisionError("0 raised to a negative integer power")
+        if x == 1 or x == -1:
+            return x if y & 1 else np.int64(1)
+        return np.int64(0)
+    result = np.int64(1)
+    while y:
+        if y & 1:
+            result *= x
+        x *= x
+        y >>= 1
+    return result
+
+
+# Float -> integer conversion of NaN and out-of-range values is left to the platform by C and
+# LLVM; NumPy's astype gives x86's "integer indefinite" (INT_MIN) here and saturates on ARM.
+# The interpreter is NumPy, so ask NumPy once and reproduce its answers.
+def _probe(dtype) -> tuple[int, int, int]:
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        nan, pos, neg = np.array([np.nan, np.inf, -np.inf]).astype(dtype).tolist()
+    return nan, pos, neg
+
+
+_I32_NAN, _I32_POS, _I32_NEG = (np.int32(v) for v in _probe(np.int32))
+_I64_NAN, _I64_POS, _I64_NEG = (np.int64(v) for v in _probe(np.int64))
+
+
+@_jit
+def float_to_int32(x):
+    """x truncated toward zero to int32, with NumPy's astype result for NaN and out-of-range x."""
+    if x != x:
+        return _I32_NAN
+    if x >= 2147483648.0:
+        return _I32_POS
+    if x <= -2147483649.0:
+        return _I32_NEG
+    return np.int32(x)
+
+
+@_jit
+def float_to_int64(x):
+    """x truncated toward zero to int64, with NumPy's astype result for NaN and out-of-range x."""
+    if x != x:
+        return _I64_NAN
+    if x >= 9223372036854775808.0:
+        return _I64_POS
+    if x < -9223372036854775808.0:
+        return _I64_NEG
+    return np.int64(x)

@@ -1,0 +1,469 @@
+"""Code generation rules: one function per op (or family), each checked against the interpreter."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Op
+from .emitter import NoRule, Var, dtype_name, shape_tuple
+from .kernel import LoopGen, emits
+from .scalar import NoRule as NoScalarRule
+from .scalar import scalar_expr
+
+
+def _out(g: LoopGen, op: Op, rank: int, dtype=None, k: int = 0) -> tuple[np.dtype, int]:
+    return g.out_type(op.outputs[k], rank, dtype)
+
+
+def _index(rank: int, axis: int, index: str) -> str:
+    parts = [":"] * rank
+    parts[axis] = index
+    return ", ".join(parts)
+
+
+def _axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise NoRule(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _const_ints(g: LoopGen, name: str, what: str) -> list[int]:
+    value = g.const(name)
+    if value is None:
+        raise NoRule(f"the {what} must be a constant to compile")
+    return [int(v) for v in value.reshape(-1)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Elementwise ops: one loop nest over the broadcast shape, per-element code from scalar.py
+
+
+@emits("<elementwise>")
+def emit_elementwise(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """out = f(a, b, ...) with NumPy broadcasting, through a small loop function shared by like ops."""
+    present = [v for v in ins if v is not None]
+    dtype, rank = _out(g, op, max(v.rank for v in present))
+    arrays = [v for v in present if v.kind != "scalar"]
+    g.mark(op)  # a shape that does not broadcast raises inside np.broadcast_shapes
+    if len(arrays) == 1 and arrays[0].rank == rank:
+        shape = f"{arrays[0].expr}.shape"
+    else:
+        shape = g.body.fresh("shape")
+        g.body(f"{shape} = np.broadcast_shapes({', '.join(f'{v.expr}.shape' for v in arrays)})")
+    out = g.buffer(op.outputs[0], dtype, [f"{shape}[{d}]" for d in range(rank)])
+    in_dtypes = [None if v is None else v.dtype for v in ins]
+    function = g.module.helper(_elementwise_function(op, ins, in_dtypes, dtype, rank))
+    g.body(f"{function}({', '.join([out] + [v.expr for v in ins if v is not None and v.kind != 'scalar'])})")
+    return [Var(out, dtype, rank, "buffer")]
+
+
+def _elementwise_function(op: Op, ins: list[Var | None], in_dtypes: list, dtype, rank: int) -> str:
+    """The loop nest of one elementwise op as a function of (out, *arrays); FUNCTION stands for its name.
+
+    Each array input is read at the output index, or at 0 along an axis it broadcasts on (a flag per
+    axis, found at run time). With several inputs the innermost loop has a flag-free copy, taken
+    when no input broadcasts along it, so that it vectorises.
+    """
+    idx = [f"i{d}" for d in range(rank)]
+    params, setup, fast, general, inner_flags = [], [], [], [], []
+    for k, v in enumerate(ins):
+        if v is None:
+            fast.append("")
+            general.append("")
+            continue
+        if v.kind == "scalar":
+            fast.append(v.expr)
+            general.append(v.expr)
+            continue
+        a = f"x{k}"
+        params.append(a)
+        if v.rank == 0:
+            setup.append(f"s{k} = {a}[()]")
+            fast.append(f"s{k}")
+            general.append(f"s{k}")
+            continue
+        if v.rank == rank and len([u for u in ins if u is not None and u.kind != "scalar"]) == 1:
+            fast.append(f"{a}[{', '.join(idx)}]")  # the only input, of the output's shape
+            general.append(fast[-1])
+            continue
+        any_parts, fast_parts = [], []
+        for axis in range(v.rank):
+            d = rank - v.rank + axis
+            setup.append(f"f{k}_{axis} = 1 if {a}.shape[{axis}] != 1 else 0")
+            any_parts.append(f"{idx[d]} * f{k}_{axis}")
+            fast_parts.append(idx[d] if d == rank - 1 else any_parts[-1])
+        inner_flags.append(f"f{k}_{v.rank - 1}")
+        fast.append(f"{a}[{', '.join(fast_parts)}]")
+        general.append(f"{a}[{', '.join(any_parts)}]")
+    try:
+        fast_expr = scalar_expr(op.op_type, op.attrs, in_dtypes, dtype, fast)
+        general_expr = scalar_expr(op.op_type, op.attrs, in_dtypes, dtype, general)
+    except NoScalarRule as e:
+        raise NoRule(str(e)) from None
+    lines = ['@njit(cache=True, nogil=True, error_model="numpy")',
+             f"def FUNCTION(out, {', '.join(params)}):" if params else "def FUNCTION(out):",
+             f'    """{op.op_type} over rank {rank}"""']
+    lines += ["    " + line for line in setup]
+    if rank == 0:
+        lines.append(f"    out[()] = {fast_expr}")
+        return "\n".join(lines)
+    depth = 1
+    for d in range(rank - 1):
+        lines.append("    " * depth + f"for {idx[d]} in range(out.shape[{d}]):")
+        depth += 1
+    pad = "    " * depth
+    last = f"for {idx[-1]} in range(out.shape[{rank - 1}]):"
+    target = f"out[{', '.join(idx)}]"
+    if inner_flags and fast_expr != general_expr:
+        lines += [pad + f"if {' and '.join(f'{f} == 1' for f in inner_flags)}:",
+                  pad + "    " + last, pad + f"        {target} = {fast_expr}",
+                  pad + "else:", pad + "    " + last, pad + f"        {target} = {general_expr}"]
+    else:
+        lines += [pad + last, pad + f"    {target} = {fast_expr}"]
+    return "\n".join(lines)
+
+
+@emits("Identity")
+def emit_identity(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """The same value under a new name: no code."""
+    return [ins[0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Views: Gather by a scalar, Slice, Squeeze, Unsqueeze, Transpose, Split, Reshape, Flatten
+
+
+def _checked_index(g: LoopGen, op: Op, index: str, n: str) -> str:
+    """A run-time index normalised like ONNX (negative counts from the end) and bounds-checked."""
+    k = g.body.fresh("k")
+    g.body(f"{k} = np.int64({index})")
+    g.body(f"{k} = {k} + {n} if {k} < 0 else {k}")
+    g.fail_if(f"{k} < 0 or {k} >= {n}", op, "index {a} is out of range for an axis of size {b}",
+              a=f"np.int64({index})", b=n)
+    return k
+
+
+@emits("Gather")
+def emit_gather(g: LoopGen, op: Op, ins: list[Var | None], axis: int = 0) -> list[Var]:
+    """A scalar index gives a view; a vector of indices copies the selected slices."""
+    x, indices = ins
+    axis = _axis(op.attrs.get("axis", 0), x.rank)
+    dtype, rank = _out(g, op, x.rank - 1 + indices.rank, x.dtype)
+    if indices.kind == "scalar" or indices.rank == 0:
+        k = _checked_index(g, op, indices.item(), x.dim(axis))
+        view = g.body.fresh(f"v_{op.outputs[0]}")
+        g.body(f"{view} = {x.expr}[{_index(x.rank, axis, k)}]")
+        return [Var(view, dtype, rank, "view")]
+    if indices.rank != 1:
+        raise NoRule("Gather with indices of rank > 1 is not compiled yet")
+    dims = [x.dim(a) for a in range(axis)] + [indices.dim(0)] + [x.dim(a) for a in range(axis + 1, x.rank)]
+    out = g.buffer(op.outputs[0], dtype, dims)
+    j = g.body.fresh("j")
+    with g.body.block(f"for {j} in range({indices.dim(0)}):"):
+        k = _checked_index(g, op, f"{indices.expr}[{j}]", x.dim(axis))
+        if x.rank == 1:
+            g.body(f"{out}[{j}] = {x.expr}[{k}]")
+        else:
+            g.body(f"{out}[{_index(x.rank, axis, j)}] = {x.expr}[{_index(x.rank, axis, k)}]")
+    return [Var(out, dtype, rank, "buffer")]
+
+
+@emits("Slice")
+def emit_slice(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """A strided view; starts, ends and steps may be computed in the body, axes must be constant."""
+    x, starts, ends = ins[:3]
+    axes_in = ins[3] if len(ins) > 3 else None
+    steps_in = ins[4] if len(ins) > 4 else None
+    count = starts.dim(0) if starts.kind != "scalar" and starts.rank == 1 else None
+    if count is None or ends.rank != 1:
+        raise NoRule("starts and ends must be 1-D")
+    n_axes = _static_length(g, op.inputs[1], starts)
+    axes = list(range(n_axes)) if axes_in is None else _const_ints(g, op.inputs[3], "axes input")
+    axes = [_axis(a, x.rank) for a in axes]
+    if len(set(axes)) != len(axes):
+        raise NoRule("repeated axes")
+    steps_const = None if steps_in is None else g.const(op.inputs[4])
+    first, second = [":"] * x.rank, [":"] * x.rank
+    for j, axis in enumerate(axes):
+        n = x.dim(axis)
+        step = "1" if steps_in is None else f"{steps_in.expr}[{j}]"
+        if steps_const is not None and int(steps_const[j]) == 0:
+            raise NoRule("a step of 0")
+        if steps_const is None and steps_in is not None:
+            g.fail_if(f"{step} == 0", op, "slice step must not be 0")
+        s, c = g.body.fresh("start"), g.body.fresh("count")
+        g.body(f"{s}, {c} = _r.slice_range({starts.expr}[{j}], {ends.expr}[{j}], {step}, {n})")
+        first[axis] = f"{s}::{step}"
+        second[axis] = f":{c}"
+    view = g.body.fresh(f"v_{op.outputs[0]}")
+    g.body(f"{view} = {x.expr}[{', '.join(first)}][{', '.join(second)}]")
+    return [Var(view, x.dtype, x.rank, "view")]
+
+
+def _static_length(g: LoopGen, name: str, v: Var) -> int:
+    value = g.const(name)
+    if value is not None:
+        return value.size
+    t = g.type_of(name)
+    if not isinstance(t.shape[0], int):
+        raise NoRule(f"the length of '{name}' is not known before running")
+    return t.shape[0]
+
+
+def _axes_input(g: LoopGen, op: Op, ins: list[Var | None]) -> list[int] | None:
+    if len(op.inputs) > 1 and op.inputs[1]:
+        return _const_ints(g, op.inputs[1], "axes input")
+    return None
+
+
+@emits("Squeeze")
+def emit_squeeze(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """Index the removed size-1 axes with 0: a view, checked to be size 1."""
+    x = ins[0]
+    axes = _axes_input(g, op, ins)
+    if axes is None:
+        raise NoRule("Squeeze without axes depends on run-time sizes")
+    axes = {_axis(a, x.rank) for a in axes}
+    for a in sorted(axes):
+        g.fail_if(f"{x.dim(a)} != 1", op, f"cannot squeeze axis {a} of size {{a}}", a=x.dim(a))
+    view = g.body.fresh(f"v_{op.outputs[0]}")
+    index = ["0" if a in axes else ":" for a in range(x.rank)]
+    g.body(f"{view} = {x.expr}[{', '.join(index)}]")
+    return [_rank0_view(g, view, x, x.rank - len(axes))]
+
+
+def _rank0_view(g: LoopGen, view: str, x: Var, rank: int) -> Var:
+    # Indexing every axis yields an element, not an array: keep rank-0 values as 0-d arrays.
+    if rank == 0:
+        g.body(f"{view} = np.full((), {view}, {dtype_name(x.dtype)})")
+        return Var(view, x.dtype, 0, "fresh")
+    return Var(view, x.dtype, rank, "view")
+
+
+@emits("Unsqueeze")
+def emit_unsqueeze(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """Insert size-1 axes with np.newaxis: a view."""
+    x = ins[0]
+    axes = _axes_input(g, op, ins)
+    if axes is None:
+        raise NoRule("Unsqueeze needs its axes")
+    rank = x.rank + len(axes)
+    axes = {_axis(a, rank) for a in axes}
+    src = x.expr
+    if x.kind == "scalar":
+        src = g.body.fresh("s")
+        g.body(f"{src} = np.full((), {x.expr}, {dtype_name(x.dtype)})")
+    index = ["np.newaxis" if a in axes else ":" for a in range(rank)]
+    view = g.body.fresh(f"v_{op.outputs[0]}")
+    g.body(f"{view} = {src}[{', '.join(index)}]" if x.rank else f"{view} = {src}.reshape({shape_tuple(['1'] * rank)})")
+    return [Var(view, x.dtype, rank, "view")]
+
+
+@emits("Transpose")
+def emit_transpose(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """A view with permuted strides."""
+    x = ins[0]
+    perm = op.attrs.get("perm")
+    perm = list(range(x.rank))[::-1] if perm is None else [int(p) for p in perm]
+    if sorted(perm) != list(range(x.rank)):
+        raise NoRule(f"perm {perm} is not a permutation of the axes")
+    view = g.body.fresh(f"v_{op.outputs[0]}")
+    g.body(f"{view} = {x.expr}.transpose({shape_tuple([str(p) for p in perm])})" if x.rank > 1
+           else f"{view} = {x.expr}")
+    return [Var(view, x.dtype, x.rank, "view")]
+
+
+@emits("Split")
+def emit_split(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """Views of consecutive parts along the axis."""
+    x = ins[0]
+    axis = _axis(op.attrs.get("axis", 0), x.rank)
+    n = x.dim(axis)
+    k = len(op.outputs)
+    emit = g.body
+    if len(op.inputs) > 1 and op.inputs[1]:
+        sizes = [str(s) for s in _const_ints(g, op.inputs[1], "split input")]
+        total = " + ".join(sizes) if sizes else "0"
+        g.fail_if(f"{total} != {n}", op, f"split sizes add up to {total}, not the axis size {{a}}", a=n)
+    else:
+        # Equal parts; with num_outputs (opset 18) the last part may be smaller.
+        part = emit.fresh("part")
+        emit(f"{part} = -(-{n} // {k})")
+        if "num_outputs" not in op.attrs:
+            g.fail_if(f"{n} % {k} != 0", op, f"axis size {{a}} does not split into {k} equal parts", a=n)
+        sizes = [part] * (k - 1) + [f"{n} - {k - 1} * {part}"]
+        g.fail_if(f"{n} - {k - 1} * {part} < 0", op, f"axis size {{a}} cannot give {k} parts", a=n)
+    outs, offset = [], "0"
+    for j, size in enumerate(sizes):
+        view = emit.fresh(f"v_{op.outputs[j] or 'part'}")
+        emit(f"{view} = {x.expr}[{_index(x.rank, axis, f'{offset}:{offset} + {size}')}]")
+        outs.append(Var(view, x.dtype, x.rank, "view"))
+        o = emit.fresh("o")
+        emit(f"{o} = {offset} + {size}")
+        offset = o
+    return outs
+
+
+def _reshape_view(g: LoopGen, op: Op, x: Var, dims: list[str], dtype) -> Var:
+    view = g.body.fresh(f"v_{op.outputs[0]}")
+    g.body(f"{view} = np.ascontiguousarray({x.expr}).reshape({shape_tuple(dims)})")
+    return Var(view, dtype, len(dims), "view")
+
+
+@emits("Reshape")
+def emit_reshape(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """A view of the contiguous data (a copy only when the input is not contiguous)."""
+    x = ins[0]
+    if x.kind == "scalar" or x.rank == 0:
+        raise NoRule("Reshape of a scalar is not compiled")
+    shape = _const_ints(g, op.inputs[1], "shape input")
+    allowzero = op.attrs.get("allowzero", 0)
+    dims = [x.dim(j) if s == 0 and not allowzero else str(s) for j, s in enumerate(shape)]
+    if shape.count(-1) > 1:
+        raise NoRule("more than one -1 in the shape")
+    size = g.body.fresh("size")
+    g.body(f"{size} = {x.expr}.size")
+    if -1 in shape:
+        j = shape.index(-1)
+        known = " * ".join(d for i, d in enumerate(dims) if i != j) or "1"
+        g.fail_if(f"{known} == 0 or {size} % ({known}) != 0", op,
+                  f"cannot reshape {{a}} elements to {shape}", a=size)
+        dims[j] = f"{size} // ({known})"
+    g.fail_if(f"{' * '.join(dims) or '1'} != {size}", op, f"cannot reshape {{a}} elements to {shape}", a=size)
+    return [_reshape_view(g, op, x, dims, x.dtype)]
+
+
+@emits("Flatten")
+def emit_flatten(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """[prod(shape[:axis]), prod(shape[axis:])] as a view."""
+    x = ins[0]
+    axis = op.attrs.get("axis", 1)
+    if not -x.rank <= axis <= x.rank:
+        raise NoRule(f"axis {axis} is out of range")
+    axis = axis + x.rank if axis < 0 else axis
+    left = " * ".join(x.dim(a) for a in range(axis)) or "1"
+    right = " * ".join(x.dim(a) for a in range(axis, x.rank)) or "1"
+    return [_reshape_view(g, op, x, [left, right], x.dtype)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Concat and Shape
+
+
+@emits("Concat")
+def emit_concat(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """Copy each input into its slice of one buffer."""
+    parts = [v for v in ins if v is not None]
+    dtype, rank = _out(g, op, parts[0].rank, parts[0].dtype)
+    if any(v.kind == "scalar" or v.rank != rank for v in parts):
+        raise NoRule("every input must be an array of the output's rank")
+    axis = _axis(op.attrs["axis"], rank)
+    first = parts[0]
+    for v in parts[1:]:
+        for a in range(rank):
+            if a != axis:
+                g.fail_if(f"{v.dim(a)} != {first.dim(a)}", op,
+                          f"inputs differ on axis {a} ({{a}} and {{b}})", a=v.dim(a), b=first.dim(a))
+    dims = [first.dim(a) if a != axis else " + ".join(v.dim(axis) for v in parts) for a in range(rank)]
+    out = g.buffer(op.outputs[0], dtype, dims)
+    offset = "0"
+    for v in parts:
+        g.body(f"{out}[{_index(rank, axis, f'{offset}:{offset} + {v.dim(axis)}')}] = {v.expr}")
+        o = g.body.fresh("o")
+        g.body(f"{o} = {offset} + {v.dim(axis)}")
+        offset = o
+    return [Var(out, dtype, rank, "buffer")]
+
+
+@emits("Shape")
+def emit_shape(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """The dims of the input (between start and end) as int64."""
+    x = ins[0]
+    rank = 0 if x.kind == "scalar" else x.rank
+    start, end = op.attrs.get("start", 0), op.attrs.get("end")
+    axes = list(range(rank))[slice(start, end)]
+    out = g.buffer(op.outputs[0], np.dtype(np.int64), [str(len(axes))])
+    for j, a in enumerate(axes):
+        g.body(f"{out}[{j}] = {x.dim(a)}")
+    return [Var(out, np.dtype(np.int64), 1, "buffer")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Matrix products
+
+
+@emits("MatMul")
+def emit_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """2-D float through BLAS into the buffer; vectors and integers through generated loops."""
+    a, b = ins
+    if a.kind == "scalar" or b.kind == "scalar" or a.rank == 0 or b.rank == 0:
+        raise NoRule("MatMul of a scalar")
+    dtype, rank = _out(g, op, (a.rank == 2) + (b.rank == 2), a.dtype)
+    if a.rank > 2 or b.rank > 2:
+        raise NoRule("batched MatMul (rank > 2) is not compiled yet")
+    if a.dtype != b.dtype:
+        raise NoRule("MatMul inputs of different dtypes")
+    k_a = a.dim(a.rank - 1)
+    k_b = b.dim(0)
+    g.fail_if(f"{k_a} != {k_b}", op, "inner dimensions differ ({a} and {b})", a=k_a, b=k_b)
+    dims = ([a.dim(0)] if a.rank == 2 else []) + ([b.dim(1)] if b.rank == 2 else [])
+    out = g.buffer(op.outputs[0], dtype, dims)
+    emit = g.body
+    if a.rank == 2 and b.rank == 2 and dtype.kind == "f":
+        emit(f"np.dot(np.ascontiguousarray({a.expr}), np.ascontiguousarray({b.expr}), {out})")
+        return [Var(out, dtype, 2, "buffer")]
+    # out[m, n] = sum_k a[m, k] * b[k, n], k outside n so the inner loop runs along rows of b.
+    m = a.dim(0) if a.rank == 2 else "1"
+    n = b.dim(1) if b.rank == 2 else "1"
+    zero = "0" if dtype.kind != "f" else "0.0"
+    i, kk, j, aik = (emit.fresh(n) for n in ("i", "kk", "j", "aik"))
+    a_at = f"{a.expr}[{i}, {kk}]" if a.rank == 2 else f"{a.expr}[{kk}]"
+    b_at = f"{b.expr}[{kk}, {j}]" if b.rank == 2 else f"{b.expr}[{kk}]"
+    out_at = {(2, 2): f"{out}[{i}, {j}]", (1, 2): f"{out}[{j}]", (2, 1): f"{out}[{i}]", (1, 1): f"{out}[()]"}
+    emit(f"{out}.fill({zero})")
+    with emit.block(f"for {i} in range({m}):"), emit.block(f"for {kk} in range({k_a}):"):
+        emit(f"{aik} = {a_at}")
+        with emit.block(f"for {j} in range({n}):"):
+            emit(f"{out_at[a.rank, b.rank]} += {aik} * {b_at}")
+    return [Var(out, dtype, rank, "buffer")]
+
+
+@emits("Gemm")
+def emit_gemm(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """alpha * op(A) @ op(B) + beta * C for float matrices, through BLAS."""
+    a, b = ins[:2]
+    c = ins[2] if len(ins) > 2 else None
+    if a.dtype.kind != "f" or a.rank != 2 or b.rank != 2:
+        raise NoRule("Gemm is compiled for float matrices")
+    dtype, _ = _out(g, op, 2, a.dtype)
+    at = f"{a.expr}.T" if op.attrs.get("transA", 0) else a.expr
+    bt = f"{b.expr}.T" if op.attrs.get("transB", 0) else b.expr
+    emit = g.body
+    pa, pb = emit.fresh("ga"), emit.fresh("gb")
+    emit(f"{pa} = np.ascontiguousarray({at})")
+    emit(f"{pb} = np.ascontiguousarray({bt})")
+    g.fail_if(f"{pa}.shape[1] != {pb}.shape[0]", op, "inner dimensions differ ({a} and {b})",
+              a=f"{pa}.shape[1]", b=f"{pb}.shape[0]")
+    out = g.buffer(op.outputs[0], dtype, [f"{pa}.shape[0]", f"{pb}.shape[1]"])
+    emit(f"np.dot({pa}, {pb}, {out})")
+    alpha, beta = float(op.attrs.get("alpha", 1.0)), float(op.attrs.get("beta", 1.0))
+    lit = dtype_name(dtype)
+    if c is None and alpha == 1.0:
+        return [Var(out, dtype, 2, "buffer")]
+    i, j = emit.fresh("i"), emit.fresh("j")
+    cexpr = ""
+    if c is not None:
+        if c.kind == "scalar" or c.rank == 0:
+            cexpr = f" + {lit}({beta!r}) * {c.item()}"
+        else:
+            if c.rank == 2:
+                g.fail_if(f"({c.dim(0)} != 1 and {c.dim(0)} != {out}.shape[0])", op,
+                          "C cannot broadcast to the product ({a} rows)", a=c.dim(0))
+            cols = c.dim(c.rank - 1)
+            g.fail_if(f"({cols} != 1 and {cols} != {out}.shape[1])", op,
+                      "C cannot broadcast to the product ({a} columns)", a=cols)
+            at = ([f"({i} if {c.dim(0)} != 1 else 0)"] if c.rank == 2 else []) + [f"({j} if {cols} != 1 else 0)"]
+            cexpr = f" + {lit}({beta!r}) * {c.expr}[{', '.join(at)}]"
+    with emit.block(f"for {i} in range({out}.shape[0]):"), emit.block(f"for {j} in range({out}.shape[1]):"):
+        emit(f"{out}[{i}, {j}] = {lit}({alpha!r}) * {out}[{i}, {j}]{cexpr}")
+    return [Var(out, dtype, 2, "buffer")]

@@ -1,0 +1,65 @@
+"""The plan: for each loop, a fused kernel or the interpreter, with the reason."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from dataclasses import dataclass
+
+from .codegen.emitter import NoRule
+from .codegen.fused import FusedLoop, debug_level
+from .errors import FallbackWarning, UnsupportedModelError
+from .ir import Graph, Loop
+
+BACKENDS = ("numba", "interp")
+
+
+@dataclass
+class LoopPlan:
+    """How one loop runs: `fused` holds its kernel, or `reason` says why it is interpreted."""
+
+    op: Loop
+    fused: FusedLoop | None
+    reason: str = ""
+
+    def describe(self) -> str:
+        if self.fused is not None:
+            return f"{self.op.where()}: fused into one kernel"
+        return f"{self.op.where()}: interpreted ({self.reason})"
+
+
+def plan_graph(graph: Graph, backend: str, strict: bool) -> list[LoopPlan]:
+    """Plan every loop of `graph`: outermost first; loops inside a fused loop are part of its kernel."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    plans: list[LoopPlan] = []
+    _plan_ops(graph, backend, plans)
+    interpreted = [p for p in plans if p.fused is None]
+    if backend == "numba" and interpreted:
+        if strict:
+            raise UnsupportedModelError("strict=True and some loops cannot be fused:\n" +
+                                        "\n".join("  " + p.describe() for p in interpreted))
+        for p in interpreted:
+            warnings.warn(p.describe(), FallbackWarning, stacklevel=4)
+    level = debug_level()
+    for p in plans:
+        if level >= 1:
+            print(f"rnnloop: {p.describe()}", file=sys.stderr)
+        if level >= 2 and p.fused is not None:
+            print(p.fused.source, file=sys.stderr)
+    return plans
+
+
+def _plan_ops(graph: Graph, backend: str, plans: list[LoopPlan]) -> None:
+    for op in graph.ops:
+        if isinstance(op, Loop):
+            if backend == "interp":
+                plans.append(LoopPlan(op, None, "backend='interp'"))
+            else:
+                try:
+                    plans.append(LoopPlan(op, FusedLoop(op, op.where(), graph.constants)))
+                    continue
+                except NoRule as e:
+                    plans.append(LoopPlan(op, None, str(e)))
+        for sub in op.subgraphs:
+            _plan_ops(sub, backend, plans)
