@@ -1,70 +1,151 @@
-"""asv benchmarks: rnnloop and onnxruntime on the same built-in loop models, single-threaded.
+"""asv benchmarks: rnnloop (fused kernels) and onnxruntime on the built-in loop models, one thread each.
 
-Run with `asv run --python=same`; compare engines as ratios within one run (the machines are noisy).
+Run with `asv run --python=same` (add `--quick` for one sample each, `-b Rnn` to pick). The machines are
+noisy: read rnnloop against onnxruntime within one run, as the `engine` parameter of the same benchmark,
+or from the track_ ratios, which time both engines interleaved in one call and so hold when the machine drifts.
 """
 
 from __future__ import annotations
 
-import rnnloop
-from rnnloop.models import lstm_loop, sequence_insert_loop, small_loop
+import os
 
-ENGINES = ["rnnloop", "onnxruntime"]
+# One thread everywhere, set before importing rnnloop (which loads NumPy's and SciPy's BLAS): these are
+# rnnloop.bench.THREAD_ENV. threadpoolctl, when installed, limits the pools already loaded as well.
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
+from rnnloop.bench import (
+    Engine,
+    measure,
+    onnxruntime_runner,
+    rnnloop_runner,
+    startup_times,
+)
+from rnnloop.models import MODELS, RNN_SIZES
+
+try:
+    from threadpoolctl import threadpool_limits
+except ImportError:
+    pass
+else:
+    threadpool_limits(1)
+
+SIZES = tuple("x".join(map(str, size)) for size in RNN_SIZES)  # batch x input x hidden x steps
 
 
-def _session(engine: str, model):
+def _runner(engine: str, name: str, *args: int):
+    """A call that runs built-in model `name` once: engine "rnnloop" is the fused (numba) backend."""
+    model, feeds = MODELS[name](*args)
     if engine == "rnnloop":
-        session = rnnloop.load(model)
-        return lambda feeds: session.run(None, feeds)
+        return rnnloop_runner(model, feeds, "numba")[0]
     try:
-        import onnxruntime as ort
+        return onnxruntime_runner(model, feeds)
     except ImportError:
-        raise NotImplementedError("onnxruntime is not installed")  # asv skips the case
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return lambda feeds: session.run(None, feeds)
+        raise NotImplementedError("onnxruntime is not installed") from None  # asv skips the case
+
+
+def _warm(run):
+    """Run once before timing: loading or compiling a kernel belongs to the Startup benchmarks."""
+    run()
+    return run
 
 
 class SmallLoop:
-    """A 3-op Loop body on a [1, 16] tensor, 1000 iterations."""
+    """A 3-op Loop body (Mul, Add, Tanh) on a [1, 16] tensor; divide by `steps` for the time per iteration."""
 
-    params = ENGINES
-    param_names = ["engine"]
+    params = (("rnnloop", "onnxruntime"), (1000, 100_000))
+    param_names = ("engine", "steps")
+    timeout = 120
 
-    def setup(self, engine):
-        model, self.feeds = small_loop(1000)
-        self.run = _session(engine, model)
+    def setup(self, engine, steps):
+        self.run = _warm(_runner(engine, "small_loop", steps))
 
-    def time_1000_iterations(self, engine):
-        self.run(self.feeds)
-
-
-class LstmLoop:
-    """An LSTM cell written as an ONNX Loop, at the sizes (batch, input, hidden, steps) of the issues."""
-
-    params = (ENGINES, ["1,64,128,200", "1,128,256,200", "16,128,256,200", "64,256,512,100"])
-    param_names = ["engine", "size"]
-    timeout = 300
-
-    def setup(self, engine, size):
-        batch, input_size, hidden, steps = map(int, size.split(","))
-        model, self.feeds = lstm_loop(batch, input_size, hidden, steps)
-        self.run = _session(engine, model)
-
-    def time_sequence(self, engine, size):
-        self.run(self.feeds)
+    def time_loop(self, engine, steps):
+        self.run()
 
 
-class SequenceInsertLoop:
-    """8000 SequenceInsert iterations: O(1) amortised appends in rnnloop, quadratic in onnxruntime."""
+class Rnn:
+    """LSTM and GRU cells as an ONNX Loop or Scan, and onnxruntime's native LSTM/GRU op on the same weights.
 
-    params = ENGINES
-    param_names = ["engine"]
+    engine "rnnloop loop" is rnnloop's fused kernel for the Loop model; "onnxruntime native" is onnxruntime
+    on the model with ONNX's own LSTM/GRU op, the performance reference. Sizes: batch x input x hidden x steps.
+    """
+
+    params = (("lstm", "gru"), SIZES,
+              ("rnnloop loop", "rnnloop scan", "onnxruntime loop", "onnxruntime scan", "onnxruntime native"))
+    param_names = ("cell", "size", "engine")
+    timeout = 600
+
+    def setup(self, cell, size, engine):
+        runtime, form = engine.split()
+        self.run = _warm(_runner(runtime, f"{cell}_{form}", *map(int, size.split("x"))))
+
+    def time_sequence(self, cell, size, engine):
+        self.run()
+
+
+class RnnRatio:
+    """rnnloop's time on the Loop/Scan model over onnxruntime's on the native LSTM/GRU op (below 1: faster).
+
+    Both run interleaved in one call (median of 5 each), so the ratio holds when the machine's speed drifts.
+    """
+
+    params = (("lstm", "gru"), ("loop", "scan"), SIZES)
+    param_names = ("cell", "form", "size")
+    timeout = 600
+
+    def setup(self, cell, form, size):
+        sizes = tuple(map(int, size.split("x")))
+        self.engines = [Engine("rnnloop", lambda: _runner("rnnloop", f"{cell}_{form}", *sizes)),
+                        Engine("onnxruntime native", lambda: _runner("onnxruntime", f"{cell}_native", *sizes))]
+
+    def track_ratio_to_onnxruntime_native(self, cell, form, size):
+        ours, theirs = measure(self.engines, repeat=5)
+        if ours.seconds is None or theirs.seconds is None:
+            raise RuntimeError(ours.error or theirs.error)
+        return ours.seconds / theirs.seconds
+
+    track_ratio_to_onnxruntime_native.unit = "ratio"
+
+
+class SequenceInsert:
+    """8000 SequenceInsert iterations: appends cost O(1) amortised in rnnloop; onnxruntime copies the sequence."""
+
+    params = ("rnnloop", "onnxruntime")
+    param_names = ("engine",)
     timeout = 120
 
     def setup(self, engine):
-        model, self.feeds = sequence_insert_loop(8000)
-        self.run = _session(engine, model)
+        self.run = _warm(_runner(engine, "sequence_insert_loop", 8000))
 
     def time_8000_inserts(self, engine):
-        self.run(self.feeds)
+        self.run()
+
+
+STARTUP_MODELS = ("small_loop", "lstm_loop", "lstm_scan", "gru_loop", "gru_scan")
+
+
+class Startup:
+    """Seconds to the first result in a new process: cold (empty kernel cache: load, generate, compile, run)
+    and warm (the cache filled: load and run, after `import rnnloop`), at batch 1, input 16, hidden 32, 20 steps."""
+
+    params = STARTUP_MODELS
+    param_names = ("model",)
+    timeout = 1200
+
+    def setup_cache(self):
+        # One cold process and three warm ones per model, shared by both track_ benchmarks.
+        times = {}
+        for name in STARTUP_MODELS:
+            model, feeds = MODELS[name](20) if name == "small_loop" else MODELS[name](1, 16, 32, 20)
+            startup = startup_times(model, feeds)
+            times[name] = {"cold": startup.cold, "warm": startup.warm}
+        return times
+
+    def track_cold_compile(self, times, model):
+        return times[model]["cold"]
+
+    def track_warm_load(self, times, model):
+        return times[model]["warm"]
+
+    track_cold_compile.unit = track_warm_load.unit = "seconds"

@@ -1,13 +1,13 @@
-"""Command line: rnnloop run | inspect | demo."""
+"""Command line: rnnloop run | inspect | codegen | bench | demo."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
-from typing import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -78,46 +78,182 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass
+class Target:
+    """The model a command works on: a file, or a built-in model with its builder's arguments."""
+
+    title: str
+    model: str | None             # the file's path; None for a built-in model (see _built)
+    name: str | None = None       # the built-in model's name
+    arguments: dict | None = None  # the built-in model's arguments
+
+
+def _is_file(spec: str) -> bool:
+    return os.path.exists(spec) or spec.endswith(".onnx")
+
+
+def _target(args: argparse.Namespace) -> Target:
+    """MODEL as a file, or as a built-in model NAME[:SIZES] with the size options applied."""
+    if _is_file(args.model):
+        return Target(f"model: {args.model}", args.model)
+    from .models import resolve, size_names
+    try:
+        name, arguments = resolve(args.model, **{k: getattr(args, k) for k in SIZE_OPTIONS})
+    except ValueError as e:
+        raise SystemExit(f"rnnloop: {e}; or give the path of an .onnx file") from None
+    sizes = size_names(name)
+    title = (f"model: {name}:{'x'.join(str(arguments[k]) for k in sizes)} ({' x '.join(sizes)})"
+             + (f", seed {arguments['seed']}" if "seed" in arguments else ""))
+    return Target(title, None, name, arguments)
+
+
+def _built(target: Target) -> tuple[Any, dict | None]:
+    """The target's model (loaded lazily for a built-in one) and its feeds (None for a file)."""
+    if target.name is None:
+        return target.model, None
+    from .models import MODELS
+    return MODELS[target.name](**target.arguments)
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    print(inspect_text(load(args.model)))
+    print(inspect_text(load(_built(_target(args))[0])))
     return 0
 
 
-def median_time(fn: Callable[[], object], repeat: int) -> float:
-    """The median wall time of `repeat` calls, after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def _cmd_codegen(args: argparse.Namespace) -> int:
+    session = load(_built(_target(args))[0], backend="numba")
+    sources = session.kernel_sources()
+    if not sources:
+        print("no loop is fused:")
+        print("\n".join("  " + line for line in session.explain().splitlines()))
+    for label, source in sources:
+        print(f"# ===== {label} =====")
+        print(source.rstrip("\n"))
+        print()
+    return 0
+
+
+def _pairs(items: list[str], option: str, kind: type) -> dict:
+    """NAME=VALUE options as a dict, with a usable message for a malformed one."""
+    pairs = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            pairs[name] = kind(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise SystemExit(f"rnnloop: {option} takes NAME={kind.__name__.upper()}, got '{item}'")
+    return pairs
+
+
+def _print_report(report, as_json: bool) -> int:
+    from .bench import format_report, report_json
+    print(report_json(report) if as_json else format_report(report))
+    bad = report.disagreeing()
+    if bad:
+        print(f"rnnloop: error: the outputs of {', '.join(r.label for r in bad)} disagree with "
+              f"{report.reference or 'the first engine'}'s", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    import onnx
+
+    from .bench import bench, infer_steps, random_feeds
+    from .models import MODELS, native_peer
+    target = _target(args)
+    native = None
+    if target.name is None:
+        proto = onnx.load(target.model, load_external_data=False)
+        feeds = random_feeds(proto, _pairs(args.dim, "--dim", int), _pairs(args.input_value, "--input-value", float))
+        model, steps = target.model, args.steps or infer_steps(proto, feeds)
+    else:
+        model, feeds = _built(target)
+        steps = target.arguments.get("steps")
+        peer = native_peer(target.name)
+        if peer:  # ONNX's own LSTM/GRU op on the same weights and feeds
+            native = (peer.split("_")[0].upper(), *MODELS[peer](**target.arguments))
+    report = bench(model, feeds, title=target.title, steps=steps, native=native, repeat=args.repeat,
+                   warmup=args.warmup, interp=args.interp, openvino=not args.no_openvino, startup=args.compile)
+    return _print_report(report, args.json)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .models import lstm_loop
-    model, feeds = lstm_loop(batch=1, input_size=64, hidden=128, steps=args.steps)
-    print(f"model: an LSTM written as an ONNX Loop, batch 1, input 64, hidden 128, {args.steps} steps")
-    session = load(model)
-    print(inspect_text(session))
-    ours = session.run(None, feeds)
-    per_step = median_time(lambda: session.run(None, feeds), args.repeat) / args.steps * 1e6
-    print(f"\nrnnloop interpreter : {per_step:8.2f} us/step (median of {args.repeat})")
-    print("rnnloop fused       :   not built yet (the fused compiler is the next milestone)")
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        print("onnxruntime         :   not installed (pip install onnxruntime to compare)")
-        return 0
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    peer = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    theirs = peer.run(None, feeds)
-    peer_step = median_time(lambda: peer.run(None, feeds), args.repeat) / args.steps * 1e6
-    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, theirs))
-    print(f"onnxruntime {ort.__version__:8s}: {peer_step:8.2f} us/step (median of {args.repeat}); "
-          f"interpreter/onnxruntime = {per_step / peer_step:.1f}x; max |difference| = {diff:.2e}")
-    return 0
+    from .bench import bench
+    from .models import lstm_loop, lstm_native
+    sizes = {"batch": 1, "input_size": 64, "hidden": 128, "steps": args.steps}
+    model, feeds = lstm_loop(**sizes)
+    title = (f"rnnloop demo: an LSTM cell written as an ONNX Loop (batch 1, input 64, hidden 128, {args.steps} "
+             "steps),\nrun by rnnloop fused into one Numba kernel (numba) and interpreted (interp), and by "
+             "onnxruntime on the same\nLoop model and on ONNX's own LSTM op with the same weights")
+    print("rnnloop demo: loading; the first run on this machine compiles the fused kernel (seconds), "
+          "later runs load it from the cache ...", file=sys.stderr, flush=True)
+    report = bench(model, feeds, title=title, steps=args.steps, native=("LSTM", *lstm_native(**sizes)),
+                   repeat=args.repeat, interp=True, openvino=False)
+    status = _print_report(report, False)
+    print("\nmore: rnnloop bench lstm_loop:16x128x256x200 (batch x input x hidden x steps); "
+          "rnnloop bench --compile gru_scan;\n      rnnloop codegen lstm_loop; rnnloop inspect lstm_loop")
+    return status
+
+
+SIZE_OPTIONS = ("batch", "input_size", "hidden", "steps", "seed")
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    """MODEL and the sizes of a built-in model."""
+    parser.add_argument("model", metavar="MODEL",
+                        help="an .onnx file, or a built-in model NAME[:SIZES], SIZES in the order of its "
+                        "builder's parameters, e.g. lstm_loop:16x128x256x200 (batch x input x hidden x steps), "
+                        "small_loop:1000 (steps); names: " + ", ".join(_built_in_names()))
+    for flag in ("--batch", "--input-size", "--hidden"):
+        parser.add_argument(flag, type=int, default=None, help="a size of a built-in model (overrides SIZES)")
+    parser.add_argument("--seed", type=int, default=None, help="the seed of a built-in model's weights and feeds")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="steps of a built-in model; for a file, the steps a run takes (to report time per step)")
+
+
+def _built_in_names() -> list[str]:
+    from .models import MODELS
+    return list(MODELS)
+
+
+def _bench_parser(commands) -> None:
+    bench = commands.add_parser(
+        "bench", help="time rnnloop, onnxruntime and OpenVINO on a model, one thread each",
+        description="Time rnnloop (fused numba kernels; the interpreter too when a run is cheap, or with --interp), "
+        "onnxruntime and OpenVINO (f32) on one model with the same feeds, one thread each; check that their "
+        "outputs agree (exit status 1 if not) and print medians and ratios to onnxruntime. A built-in LSTM/GRU "
+        "model is also compared with ONNX's own LSTM/GRU op on the same weights. Feeds of an .onnx file are "
+        "random: symbolic dims from --dim (else 1), integer scalar inputs (trip counts) 100, booleans true, "
+        "other integer tensors 0, unless --input-value sets them.")
+    _model_options(bench)
+    bench.add_argument("--repeat", type=int, default=10, help="timed runs per engine (median reported)")
+    bench.add_argument("--warmup", type=int, default=1, help="untimed runs per engine after the first")
+    bench.add_argument("--json", action="store_true", help="print the report as JSON")
+    bench.add_argument("--compile", action="store_true",
+                       help="also time cold compile (new process, empty RNNLOOP_CACHE_DIR) and warm load "
+                       "(new process, filled cache: from import rnnloop to the first result)")
+    group = bench.add_mutually_exclusive_group()
+    group.add_argument("--interp", action="store_true", default=None,
+                       help="time rnnloop's interpreter however slow (default: when a run takes under 0.5 s)")
+    group.add_argument("--no-interp", dest="interp", action="store_false", help="leave the interpreter out")
+    bench.add_argument("--no-openvino", action="store_true", help="leave OpenVINO out")
+    bench.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="a symbolic dimension's size")
+    bench.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
+                       help="fill an input with VALUE (a trip count, a condition)")
+    bench.set_defaults(fn=_cmd_bench, timing=True)
+
+
+def _single_threaded_process(argv: Sequence[str] | None) -> None:
+    """Run a timing command on one thread: without threadpoolctl, the BLAS pools NumPy and SciPy loaded on
+    `import rnnloop` can only be limited by environment variables set before, so the command line starts
+    again in a new process with them (only when run as a program, never from a caller's process)."""
+    from .bench import THREAD_ENV, can_limit_threads
+    missing = {k: v for k, v in THREAD_ENV.items() if k not in os.environ}
+    if argv is None and missing and not can_limit_threads():
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, "-m", "rnnloop.cli", *sys.argv[1:]], {**os.environ, **missing})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -129,15 +265,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--output-dir", default=".")
     run.add_argument("--max-iterations", type=int, default=None)
     run.set_defaults(fn=_cmd_run)
-    inspect = commands.add_parser("inspect", help="print a model's inputs, outputs and loops")
-    inspect.add_argument("model")
+    inspect = commands.add_parser("inspect", help="print a model's inputs, outputs, loops and plan (fused or "
+                                  "interpreted, and why)")
+    _model_options(inspect)
     inspect.set_defaults(fn=_cmd_inspect)
-    demo = commands.add_parser("demo", help="run a built-in LSTM loop model and compare with onnxruntime")
+    codegen = commands.add_parser("codegen", help="print the kernel source of every fused loop")
+    _model_options(codegen)
+    codegen.set_defaults(fn=_cmd_codegen)
+    _bench_parser(commands)
+    demo = commands.add_parser("demo", help="the built-in LSTM loop: rnnloop fused vs interpreter vs onnxruntime")
     demo.add_argument("--steps", type=int, default=200)
     demo.add_argument("--repeat", type=int, default=20)
-    demo.set_defaults(fn=_cmd_demo)
+    demo.set_defaults(fn=_cmd_demo, timing=True)
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "timing", False):
+            from .bench import single_threaded
+            _single_threaded_process(argv)
+            with single_threaded():
+                return args.fn(args)
         return args.fn(args)
     except RnnloopError as e:
         print(f"rnnloop: error: {e}", file=sys.stderr)

@@ -1,6 +1,14 @@
-"""Built-in example models (ONNX), used by the demo, `rnnloop bench` and the benchmarks."""
+"""Built-in example models (ONNX), used by the demo, `rnnloop bench` and the benchmarks.
+
+The LSTM and GRU builders come in three forms with the same weights and feeds for the same arguments:
+`*_loop` (an ONNX Loop that Gathers step i of X), `*_scan` (an ONNX Scan over axis 0 of X) and
+`*_native` (ONNX's own LSTM/GRU op), so any two of them must give the same outputs.
+"""
 
 from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -10,43 +18,37 @@ from onnx import numpy_helper
 IR_VERSION = 8
 OPSET = 17
 
+Built = tuple[onnx.ModelProto, dict[str, np.ndarray]]
+
 
 def _finish(text: str, initializers: dict[str, np.ndarray]) -> onnx.ModelProto:
-    model = onnx.parser.parse_model(text)
+    model = onnx.parser.parse_model(f'<ir_version: {IR_VERSION}, opset_import: ["" : {OPSET}]>\n{text}')
     model.graph.initializer.extend(numpy_helper.from_array(v, name=k) for k, v in initializers.items())
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model)
     return model
 
 
-def lstm_loop(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: int = 200,
-              seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """An LSTM written as an ONNX Loop (Gather on the iteration number, MatMul, Split, Sigmoid, Tanh, Mul).
-
-    Gates in ONNX order i, o, f, c. Returns the model and feeds X[steps, batch, input], h0, c0.
-    """
+def _cell(gates: int, batch: int, input_size: int, hidden: int, steps: int, seed: int, states: int):
+    """Random cell weights in x·W layout (W[I, gates·H], R[H, gates·H], input and recurrent biases) and feeds."""
     rng = np.random.default_rng(seed)
     scale = 1.0 / np.sqrt(hidden)
-    weights = {
-        "W": rng.uniform(-scale, scale, (input_size, 4 * hidden)).astype(np.float32),
-        "R": rng.uniform(-scale, scale, (hidden, 4 * hidden)).astype(np.float32),
-        "Bias": rng.uniform(-scale, scale, (4 * hidden,)).astype(np.float32),
-        "parts": np.full(4, hidden, np.int64),
-    }
-    text = f"""
-    <ir_version: {IR_VERSION}, opset_import: ["" : {OPSET}]>
-    lstm_loop (float[T, B, I] X, float[B, H] h0, float[B, H] c0) => (float[B, H] h, float[B, H] c, float[T, B, H] Y) {{
-        shape = Shape(X)
-        zero = Constant <value = int64[1] {{0}}> ()
-        steps_1d = Gather <axis = 0> (shape, zero)
-        steps = Squeeze(steps_1d)
-        go = Constant <value = bool {{1}}> ()
-        h, c, Y = Loop(steps, go, h0, c0) <body = lstm_step (int64 i, bool cond_in, float[B, H] h_prev,
-                                                           float[B, H] c_prev)
-                                                          => (bool cond_out, float[B, H] h_next,
-                                                              float[B, H] c_next, float[B, H] y) {{
-            cond_out = Identity(cond_in)
-            x = Gather <axis = 0> (X, i)
+
+    def uniform(*shape):
+        return rng.uniform(-scale, scale, shape).astype(np.float32)
+
+    weights = uniform(input_size, gates * hidden), uniform(hidden, gates * hidden), uniform(gates * hidden), \
+        uniform(gates * hidden)
+    feeds = {"X": rng.standard_normal((steps, batch, input_size)).astype(np.float32)}
+    # Non-zero initial states, so a model that drops them cannot agree with one that keeps them.
+    for name in ["h0", "c0"][:states]:
+        feeds[name] = rng.uniform(-0.5, 0.5, (batch, hidden)).astype(np.float32)
+    return weights, feeds
+
+
+# The cell bodies, shared by the Loop and Scan forms: they read x, h_prev (and c_prev) and write
+# h_next (and c_next) and y. ONNX gate orders: i, o, f, c for LSTM and z, r, h for GRU.
+LSTM_BODY = """
             xw = MatMul(x, W)
             hr = MatMul(h_prev, R)
             pre = Add(xw, hr)
@@ -62,52 +64,228 @@ def lstm_loop(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: in
             tc = Tanh(c_next)
             h_next = Mul(ot, tc)
             y = Identity(h_next)
+"""
+
+# linear_before_reset = 0, onnxruntime's default: h~ = tanh(x·Wh + (r ⊙ h)·Rh + Wbh + Rbh).
+GRU_BODY = """
+            xw = MatMul(x, W)
+            xb = Add(xw, Wb)
+            xz, xr, xh = Split <axis = 1> (xb, parts3)
+            hw = MatMul(h_prev, Rzr)
+            hb = Add(hw, Rbzr)
+            hz, hr = Split <axis = 1> (hb, parts2)
+            zs = Add(xz, hz)
+            z = Sigmoid(zs)
+            rs = Add(xr, hr)
+            r = Sigmoid(rs)
+            rh = Mul(r, h_prev)
+            hh = MatMul(rh, Rh)
+            hhb = Add(hh, Rbh)
+            hs = Add(xh, hhb)
+            ht = Tanh(hs)
+            one = Constant <value = float {1.0}> ()
+            keep_new = Sub(one, z)
+            new_part = Mul(keep_new, ht)
+            old_part = Mul(z, h_prev)
+            h_next = Add(new_part, old_part)
+            y = Identity(h_next)
+"""
+
+
+def _lstm_weights(weights, hidden: int) -> dict[str, np.ndarray]:
+    W, R, Wb, Rb = weights
+    return {"W": W, "R": R, "Bias": Wb + Rb, "parts": np.full(4, hidden, np.int64)}
+
+
+def _gru_weights(weights, hidden: int) -> dict[str, np.ndarray]:
+    W, R, Wb, Rb = weights
+    return {"W": W, "Wb": Wb, "Rzr": np.ascontiguousarray(R[:, :2 * hidden]), "Rbzr": Rb[:2 * hidden],
+            "Rh": np.ascontiguousarray(R[:, 2 * hidden:]), "Rbh": Rb[2 * hidden:],
+            "parts3": np.full(3, hidden, np.int64), "parts2": np.full(2, hidden, np.int64)}
+
+
+def _native_weights(weights) -> dict[str, np.ndarray]:
+    """ONNX LSTM/GRU layout: W[num_directions, gates·H, I], R[num_directions, gates·H, H], B = [Wb, Rb]."""
+    W, R, Wb, Rb = weights
+    return {"Wn": np.ascontiguousarray(W.T[None]), "Rn": np.ascontiguousarray(R.T[None]),
+            "Bn": np.concatenate([Wb, Rb])[None]}
+
+
+def _loop_text(name: str, body: str, states: list[str]) -> str:
+    """A Loop over axis 0 of X: the body Gathers x = X[i] and carries `states`."""
+    sig = ", ".join(f"float[B, H] {s}0" for s in states)
+    outs = ", ".join(f"float[B, H] {s}" for s in states)
+    prev = ", ".join(f"float[B, H] {s}_prev" for s in states)
+    nxt = ", ".join(f"float[B, H] {s}_next" for s in states)
+    return f"""
+    {name} (float[T, B, I] X, {sig}) => ({outs}, float[T, B, H] Y) {{
+        shape = Shape(X)
+        zero = Constant <value = int64[1] {{0}}> ()
+        steps_1d = Gather <axis = 0> (shape, zero)
+        steps = Squeeze(steps_1d)
+        go = Constant <value = bool {{1}}> ()
+        {", ".join(states)}, Y = Loop(steps, go, {", ".join(s + "0" for s in states)}) <body = step (
+                int64 i, bool cond_in, {prev}) => (bool cond_out, {nxt}, float[B, H] y) {{
+            cond_out = Identity(cond_in)
+            x = Gather <axis = 0> (X, i)
+            {body}
         }}>
     }}
     """
-    model = _finish(text, weights)
-    feeds = {
-        "X": rng.standard_normal((steps, batch, input_size)).astype(np.float32),
-        "h0": np.zeros((batch, hidden), np.float32),
-        "c0": np.zeros((batch, hidden), np.float32),
-    }
-    return model, feeds
 
 
-def small_loop(steps: int = 1000) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+def _scan_text(name: str, body: str, states: list[str]) -> str:
+    """A Scan over axis 0 of X carrying `states`."""
+    sig = ", ".join(f"float[B, H] {s}0" for s in states)
+    outs = ", ".join(f"float[B, H] {s}" for s in states)
+    prev = ", ".join(f"float[B, H] {s}_prev" for s in states)
+    nxt = ", ".join(f"float[B, H] {s}_next" for s in states)
+    return f"""
+    {name} (float[T, B, I] X, {sig}) => ({outs}, float[T, B, H] Y) {{
+        {", ".join(states)}, Y = Scan <num_scan_inputs = 1, body = step ({prev}, float[B, I] x)
+                                       => ({nxt}, float[B, H] y) {{
+            {body}
+        }}> ({", ".join(s + "0" for s in states)}, X)
+    }}
+    """
+
+
+def _native_text(name: str, op: str, hidden: int, states: list[str]) -> str:
+    """ONNX's own LSTM/GRU op, with the Loop models' inputs and outputs ([B, H] states, Y[T, B, H])."""
+    sig = ", ".join(f"float[B, H] {s}0" for s in states)
+    outs = ", ".join(f"float[B, H] {s}" for s in states)
+    unsqueeze = "\n".join(f"        {s}_3 = Unsqueeze({s}0, axis0)" for s in states)
+    squeeze = "\n".join(f"        {s} = Squeeze({s}_n, axis0)" for s in states)
+    # LSTM's optional inputs: X, W, R, B, sequence_lens, initial_h, initial_c; GRU's stop at initial_h.
+    return f"""
+    {name} (float[T, B, I] X, {sig}) => ({outs}, float[T, B, H] Y) {{
+        axis0 = Constant <value = int64[1] {{0}}> ()
+        axis1 = Constant <value = int64[1] {{1}}> ()
+{unsqueeze}
+        Y4, {", ".join(s + "_n" for s in states)} = {op} <hidden_size = {hidden}> (X, Wn, Rn, Bn, , {", ".join(s + "_3" for s in states)})
+        Y = Squeeze(Y4, axis1)
+{squeeze}
+    }}
+    """
+
+
+def lstm_loop(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: int = 200, seed: int = 0) -> Built:
+    """An LSTM written as an ONNX Loop (Gather on the iteration number, MatMul, Split, Sigmoid, Tanh, Mul).
+
+    Gates in ONNX order i, o, f, c. Returns the model and feeds X[steps, batch, input], h0, c0;
+    its outputs are h, c and Y[steps, batch, hidden].
+    """
+    weights, feeds = _cell(4, batch, input_size, hidden, steps, seed, states=2)
+    return _finish(_loop_text("lstm_loop", LSTM_BODY, ["h", "c"]), _lstm_weights(weights, hidden)), feeds
+
+
+def lstm_scan(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: int = 200, seed: int = 0) -> Built:
+    """The LSTM cell of `lstm_loop` as an ONNX Scan body, scanning axis 0 of X with states h and c."""
+    weights, feeds = _cell(4, batch, input_size, hidden, steps, seed, states=2)
+    return _finish(_scan_text("lstm_scan", LSTM_BODY, ["h", "c"]), _lstm_weights(weights, hidden)), feeds
+
+
+def lstm_native(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: int = 200, seed: int = 0) -> Built:
+    """ONNX's LSTM op with the weights, feeds and outputs of `lstm_loop` for the same arguments."""
+    weights, feeds = _cell(4, batch, input_size, hidden, steps, seed, states=2)
+    return _finish(_native_text("lstm_native", "LSTM", hidden, ["h", "c"]), _native_weights(weights)), feeds
+
+
+def gru_loop(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: int = 200, seed: int = 0) -> Built:
+    """A GRU (linear_before_reset = 0, gates z, r, h) written as an ONNX Loop.
+
+    Returns the model and feeds X[steps, batch, input], h0; its outputs are h and Y[steps, batch, hidden].
+    """
+    weights, feeds = _cell(3, batch, input_size, hidden, steps, seed, states=1)
+    return _finish(_loop_text("gru_loop", GRU_BODY, ["h"]), _gru_weights(weights, hidden)), feeds
+
+
+def gru_scan(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: int = 200, seed: int = 0) -> Built:
+    """The GRU cell of `gru_loop` as an ONNX Scan body, scanning axis 0 of X with state h."""
+    weights, feeds = _cell(3, batch, input_size, hidden, steps, seed, states=1)
+    return _finish(_scan_text("gru_scan", GRU_BODY, ["h"]), _gru_weights(weights, hidden)), feeds
+
+
+def gru_native(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: int = 200, seed: int = 0) -> Built:
+    """ONNX's GRU op with the weights, feeds and outputs of `gru_loop` for the same arguments."""
+    weights, feeds = _cell(3, batch, input_size, hidden, steps, seed, states=1)
+    return _finish(_native_text("gru_native", "GRU", hidden, ["h"]), _native_weights(weights)), feeds
+
+
+def small_loop(steps: int = 1000) -> Built:
     """A 3-op Loop body (Mul, Add, Tanh) on a [1, 16] carried tensor."""
-    text = f"""
-    <ir_version: {IR_VERSION}, opset_import: ["" : {OPSET}]>
-    small_loop (int64 M, float[1, 16] x0) => (float[1, 16] x) {{
-        x = Loop(M, , x0) <body = step (int64 i, bool cond_in, float[1, 16] x_prev) => (bool cond_out, float[1, 16] x_next) {{
+    text = """
+    small_loop (int64 M, float[1, 16] x0) => (float[1, 16] x) {
+        x = Loop(M, , x0) <body = step (int64 i, bool cond_in, float[1, 16] x_prev) => (bool cond_out, float[1, 16] x_next) {
             cond_out = Identity(cond_in)
-            half = Constant <value = float {{0.5}}> ()
+            half = Constant <value = float {0.5}> ()
             scaled = Mul(x_prev, half)
             shifted = Add(scaled, half)
             x_next = Tanh(shifted)
-        }}>
-    }}
+        }>
+    }
     """
-    model = _finish(text, {})
     feeds = {"M": np.asarray(steps, np.int64), "x0": np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 16)}
-    return model, feeds
+    return _finish(text, {}), feeds
 
 
-def sequence_insert_loop(steps: int = 8000) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+def sequence_insert_loop(steps: int = 8000) -> Built:
     """A Loop that appends one [4] tensor per iteration to a sequence (SequenceInsert), then concatenates it."""
-    text = f"""
-    <ir_version: {IR_VERSION}, opset_import: ["" : {OPSET}]>
-    sequence_insert_loop (int64 M, float[4] x) => (float[N] y) {{
+    text = """
+    sequence_insert_loop (int64 M, float[4] x) => (float[N] y) {
         empty = SequenceEmpty <dtype = 1> ()
-        seq = Loop(M, , empty) <body = step (int64 i, bool cond_in, seq(float[4]) s_prev) => (bool cond_out, seq(float[4]) s_next) {{
+        seq = Loop(M, , empty) <body = step (int64 i, bool cond_in, seq(float[4]) s_prev) => (bool cond_out, seq(float[4]) s_next) {
             cond_out = Identity(cond_in)
             s_next = SequenceInsert(s_prev, x)
-        }}>
+        }>
         y = ConcatFromSequence <axis = 0> (seq)
-    }}
+    }
     """
-    model = _finish(text, {})
-    return model, {"M": np.asarray(steps, np.int64), "x": np.arange(4, dtype=np.float32)}
+    return _finish(text, {}), {"M": np.asarray(steps, np.int64), "x": np.arange(4, dtype=np.float32)}
 
 
-MODELS = {"lstm_loop": lstm_loop, "small_loop": small_loop, "sequence_insert_loop": sequence_insert_loop}
+# (batch, input_size, hidden, steps) of the LSTM/GRU workloads the benchmarks time.
+RNN_SIZES = ((1, 64, 128, 200), (1, 128, 256, 200), (16, 128, 256, 200), (64, 256, 512, 100))
+
+MODELS: dict[str, Callable[..., Built]] = {
+    "lstm_loop": lstm_loop, "lstm_scan": lstm_scan, "lstm_native": lstm_native,
+    "gru_loop": gru_loop, "gru_scan": gru_scan, "gru_native": gru_native,
+    "small_loop": small_loop, "sequence_insert_loop": sequence_insert_loop,
+}
+
+
+def native_peer(name: str) -> str | None:
+    """The built-in model holding ONNX's own LSTM/GRU op that computes the same as `name`, if any."""
+    cell = name.split("_")[0]
+    return f"{cell}_native" if cell in ("lstm", "gru") and name != f"{cell}_native" else None
+
+
+def size_names(name: str) -> list[str]:
+    """The size parameters of a built-in model's builder, in order (its seed left out)."""
+    return [p for p in inspect.signature(MODELS[name]).parameters if p != "seed"]
+
+
+def resolve(spec: str, **given: int | None) -> tuple[str, dict[str, int]]:
+    """A built-in model's name and full arguments from `NAME` or `NAME:SIZExSIZE...` and keyword sizes.
+
+    The sizes after the colon follow `size_names(NAME)`, so `lstm_loop:16x128x256x200` is batch 16,
+    input 128, hidden 256, 200 steps, and `small_loop:500` is 500 steps. A keyword that is not None
+    overrides them; the rest take the builder's defaults.
+    """
+    name, _, sizes = spec.partition(":")
+    if name not in MODELS:
+        raise ValueError(f"'{name}' is not a built-in model; the built-in models are {', '.join(MODELS)}")
+    names = size_names(name)
+    values = sizes.split("x") if sizes else []
+    if len(values) > len(names) or not all(v.isdigit() for v in values):
+        raise ValueError(f"'{spec}': sizes after the colon are up to {len(names)} integers "
+                         f"{' x '.join(names)}, like {name}:{'x'.join(str(_defaults(name)[n]) for n in names)}")
+    arguments = dict(_defaults(name))
+    arguments.update(zip(names, map(int, values)))
+    parameters = inspect.signature(MODELS[name]).parameters
+    arguments.update({k: v for k, v in given.items() if v is not None and k in parameters})
+    return name, arguments
+
+
+def _defaults(name: str) -> dict[str, int]:
+    return {k: p.default for k, p in inspect.signature(MODELS[name]).parameters.items()}

@@ -1,12 +1,14 @@
-"""The command line: run, inspect and demo."""
+"""The command line: run, inspect, codegen, bench and demo."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 
+import rnnloop
 from rnnloop.cli import main
-from rnnloop.models import lstm_loop, small_loop
+from rnnloop.models import MODELS, lstm_loop, small_loop
 
 
 def test_run_reads_npy_inputs_and_writes_npy_outputs(tmp_path, capsys):
@@ -41,7 +43,43 @@ def test_errors_are_reported_without_a_traceback(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("rnnloop: error:")
 
 
-def test_demo_compares_with_onnxruntime(capsys):
-    assert main(["demo", "--steps", "5", "--repeat", "2"]) == 0
+def test_inspect_takes_a_built_in_model_and_prints_its_plan(capsys):
+    assert main(["inspect", "gru_scan:1x3x8x2"]) == 0
     out = capsys.readouterr().out
-    assert "rnnloop interpreter" in out and "us/step" in out
+    assert "loop Scan 'Scan_0' (ai.onnx opset 17): runs until the length of its sliced inputs" in out
+    assert "plan:\n  Scan 'Scan_0' (ai.onnx opset 17): " in out and ("fused" in out or "interpreted (" in out)
+
+
+def test_demo_compares_fused_interpreted_and_onnxruntime(capsys):
+    assert main(["demo", "--steps", "5", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    for label in ("rnnloop numba", "rnnloop interp", "onnxruntime", "onnxruntime LSTM op"):
+        assert f"\n{label} " in out
+    assert "us/step" in out and "max |diff|" in out and "OUTPUTS DISAGREE" not in out
+
+
+@pytest.mark.parametrize("spec", ["small_loop:3", "gru_scan:1x2x4x3"])
+def test_codegen_prints_each_fused_kernel_or_why_none_is_fused(spec, capsys):
+    assert main(["codegen", spec]) == 0
+    out = capsys.readouterr().out
+    name, _, sizes = spec.partition(":")
+    session = rnnloop.load(MODELS[name](*map(int, sizes.split("x")))[0])
+    sources = session.kernel_sources()
+    if sources:
+        for label, source in sources:
+            assert f"# ===== {label} =====\n{source.rstrip()}" in out
+    else:
+        assert out.startswith("no loop is fused:")
+        assert session.explain().splitlines()[0].strip() in out
+
+
+def test_codegen_reads_a_model_file(tmp_path, capsys):
+    onnx.save(small_loop(3)[0], str(tmp_path / "m.onnx"))
+    assert main(["codegen", str(tmp_path / "m.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(("# =====", "no loop is fused:"))
+
+
+def test_a_malformed_model_spec_says_how_to_write_one():
+    with pytest.raises(SystemExit, match=r"like lstm_loop:1x64x128x200"):
+        main(["codegen", "lstm_loop:1x2x3x4x5"])
