@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import onnx
 import pytest
@@ -21,6 +23,40 @@ def parse(text: str, opset: int = 17, check: bool = True) -> onnx.ModelProto:
 
 def run(model: onnx.ModelProto, feeds: dict, **options) -> list:
     return rnnloop.load(model, **options).run(None, feeds)
+
+
+def load_fused(model: onnx.ModelProto, backend: str, **options) -> rnnloop.Session:
+    """A session on `backend`; under numba every loop must fuse (strict=True raises otherwise)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", rnnloop.FallbackWarning)
+        session = rnnloop.load(model, backend=backend, strict=backend == "numba", **options)
+    assert session.plans, "the model has no loop"
+    if backend == "numba":
+        assert all(p.fused is not None for p in session.plans), session.explain()
+    return session
+
+
+def run_fused(model: onnx.ModelProto, feeds: dict, backend: str, **options) -> list:
+    """Run on `backend`; under numba every loop must run as a fused kernel."""
+    return load_fused(model, backend, **options).run(None, feeds)
+
+
+def load_falling_back(model: onnx.ModelProto, backend: str, match: str, **options) -> rnnloop.Session:
+    """A session on `backend`; under numba some loop must fall back to the interpreter, with a
+    FallbackWarning matching `match` (the loop and the reason); under interp no warning at all."""
+    if backend == "numba":
+        with pytest.warns(rnnloop.FallbackWarning, match=match):
+            session = rnnloop.load(model, backend=backend, **options)
+        assert any(p.fused is None for p in session.plans), session.explain()
+        return session
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", rnnloop.FallbackWarning)
+        return rnnloop.load(model, backend=backend, **options)
+
+
+def run_falling_back(model: onnx.ModelProto, feeds: dict, backend: str, match: str, **options) -> list:
+    """Run on `backend`, expecting (under numba) a loop interpreted for the reason `match` gives."""
+    return load_falling_back(model, backend, match, **options).run(None, feeds)
 
 
 def run_onnxruntime(model: onnx.ModelProto, feeds: dict) -> list:

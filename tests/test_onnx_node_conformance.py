@@ -2,6 +2,10 @@
 
 A node test is claimed when every op in its model (subgraphs included) is an op rnnloop converts,
 so the expanded tests of other ops (e.g. range_*_expanded, sequence_map_*_expanded) count too.
+
+Every claimed test runs with backend="numba" (OnnxBackendNodeModelTest); the tests whose model holds
+a Loop or Scan run with backend="interp" too (InterpOnnxBackendNodeModelTest), so fused kernels and
+the interpreter answer the same cases. Without a loop in the model the two backends are one code path.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import onnx.backend.test
 import pytest
 from onnx.backend.test.loader import load_model_tests
 
-import rnnloop.frontends.onnx  # noqa: F401  (registers the converters)
+import rnnloop
+import rnnloop.frontends.onnx  # registers the converters
 from rnnloop.backend import RnnloopBackend
 from rnnloop.frontends.registry import CONVERTERS
 
@@ -56,11 +61,38 @@ def _ops(graph: onnx.GraphProto) -> set[str]:
 
 SELECTED = sorted(t.name for t in NODE_TESTS if t.model is not None and _ops(t.model.graph) <= CLAIMED)
 
-backend_test = onnx.backend.test.BackendTest(RnnloopBackend, __name__)
-backend_test.include("^(" + "|".join(SELECTED) + ")_cpu$")
-for _name in EXCLUDED:
-    backend_test.exclude(f"^{_name}_cpu$")
-globals().update(backend_test.test_cases)
+# Claimed tests whose model (subgraphs included) holds a Loop or Scan: the ones a backend changes.
+WITH_LOOPS = sorted(t.name for t in NODE_TESTS if t.name in SELECTED and _ops(t.model.graph) & {"Loop", "Scan"})
+
+# Loop and Scan node tests whose every loop fuses into a kernel under numba (more may join).
+FUSED = {"test_loop11", "test_scan9_sum", "test_scan9_multi_state", "test_scan9_scalar"}
+
+
+def _with_backend(backend: str) -> type[RnnloopBackend]:
+    """RnnloopBackend that loads every model with `backend`."""
+    class Backend(RnnloopBackend):
+        @classmethod
+        def prepare(cls, model, device="CPU", **kwargs):
+            return super().prepare(model, device, backend=backend, **kwargs)
+    Backend.__name__ = f"RnnloopBackend_{backend}"
+    return Backend
+
+
+def _backend_test(backend: str, names: list[str]) -> dict[str, type]:
+    """onnx's test classes (OnnxBackendNodeModelTest, ...) running `names` with `backend`, the rest skipped."""
+    test = onnx.backend.test.BackendTest(_with_backend(backend), __name__)
+    test.include("^(" + "|".join(names) + ")_cpu$")
+    for name in EXCLUDED:
+        test.exclude(f"^{name}_cpu$")
+    return test.test_cases
+
+
+globals().update(_backend_test("numba", SELECTED))
+# Only the node tests with loops, without the thousands of skipped others a second time.
+InterpOnnxBackendNodeModelTest = _backend_test("interp", WITH_LOOPS)["OnnxBackendNodeModelTest"]
+for _attr in [a for a in vars(InterpOnnxBackendNodeModelTest) if a.startswith("test_")]:
+    if _attr.removesuffix("_cpu") not in WITH_LOOPS or _attr.removesuffix("_cpu") in EXCLUDED:
+        delattr(InterpOnnxBackendNodeModelTest, _attr)
 
 
 def test_every_loop_related_node_test_is_claimed_and_not_excluded():
@@ -73,10 +105,27 @@ def test_exclusions_are_claimed_tests():
     assert sorted(set(EXCLUDED) - set(SELECTED)) == []
 
 
-@pytest.mark.parametrize("name", sorted(COMPARED_HERE))
-def test_compared_here(name):
+def test_every_loop_and_scan_node_test_runs_under_both_backends():
+    named = {n for n in SELECTED if "loop" in n or "scan" in n}
+    assert len(WITH_LOOPS) >= 30 and named <= set(WITH_LOOPS)
+    for case in (globals()["OnnxBackendNodeModelTest"], InterpOnnxBackendNodeModelTest):
+        ran = {n[:-len("_cpu")] for n in dir(case) if n.startswith("test_") and n.endswith("_cpu")}
+        assert sorted(set(WITH_LOOPS) - set(EXCLUDED) - ran) == [], case.__name__
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_loop_node_test_fuses_every_loop_under_numba(name):
     case = next(t for t in NODE_TESTS if t.name == name)
-    session = RnnloopBackend.prepare(case.model)
+    session = rnnloop.load(case.model, backend="numba", strict=True)
+    assert session.plans and all(p.fused is not None for p in session.plans), session.explain()
+
+
+@pytest.mark.parametrize("name", sorted(COMPARED_HERE))
+def test_compared_here(name, backend):
+    case = next(t for t in NODE_TESTS if t.name == name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rnnloop.FallbackWarning)  # a sequence carried: interpreted
+        session = RnnloopBackend.prepare(case.model, backend=backend)
     for inputs, expected in case.data_sets:
         outputs = session.run(inputs)
         assert len(outputs) == len(expected)

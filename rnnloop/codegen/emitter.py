@@ -21,7 +21,9 @@ class Var:
     `expr` is an identifier naming an array, or for kind "scalar" an expression of one element
     (a literal constant). `kind` says who owns the memory, which decides when it may be reused:
     "buffer" (written by one op, reused each iteration), "view" (aliases something else),
-    "fresh" (allocated by this op, owned by nobody else), "scalar".
+    "fresh" (allocated by this op, owned by nobody else), "invariant" (fixed before the loop
+    starts: an input, a constant or a hoisted result; never written), "state" (a carried value),
+    "param" (the iteration number or incoming condition), "scalar".
     """
 
     expr: str

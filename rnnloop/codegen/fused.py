@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
 
-from ..errors import RunError
+from ..errors import FallbackWarning, RunError
 from ..interp.graph import Options
 from ..interp.loop import run_loop
 from ..ir import Loop, TensorType
@@ -34,7 +35,14 @@ class FusedLoop:
         self.label = label
         self._function = None
         body_inputs = loop.body.inputs[loop.body_iteration + loop.body_cond_in:]
-        self.expected = [loop.body.type_of(n) for n in body_inputs]
+        # (dtype, rank) of each input the kernel takes: a sliced input has the sliced axis too.
+        ranks_added = [0] * loop.n_carried + [0 if s.keep_axis else 1 for s in loop.sliced]
+        ranks_added += [0] * (len(body_inputs) - len(ranks_added))
+        self.expected = []
+        for name, added in zip(body_inputs, ranks_added):
+            t = loop.body.type_of(name)
+            ok = isinstance(t, TensorType) and t.dtype is not None and t.shape is not None
+            self.expected.append((t.dtype, len(t.shape) + added) if ok else None)
         self.fallbacks = 0
 
     @property
@@ -51,6 +59,10 @@ class FusedLoop:
     def __call__(self, op: Loop, values: list[Any], options: Options) -> tuple:
         arrays = values[2:]
         if not self._fits(arrays):
+            if not self.fallbacks:
+                warnings.warn(f"{op.where()}: inputs of other dtypes or ranks than the model declares "
+                              f"({_describe(arrays)}); this loop runs in the interpreter", FallbackWarning,
+                              stacklevel=2)
             self.fallbacks += 1
             return run_loop(op, values, options)
         trip = -1 if values[0] is None else max(int(_one(op, values[0], "trip count")), 0)
@@ -70,12 +82,8 @@ class FusedLoop:
                            "run with backend='interp' to compare, and please report it") from e
 
     def _fits(self, arrays: list[Any]) -> bool:
-        for value, t in zip(arrays, self.expected):
-            if not isinstance(value, np.ndarray) or not isinstance(t, TensorType):
-                return False
-            if value.dtype != t.dtype or value.ndim != len(t.shape):
-                return False
-        return True
+        return all(isinstance(value, np.ndarray) and (value.dtype, value.ndim) == expected
+                   for value, expected in zip(arrays, self.expected))
 
 
 def _one(op: Loop, value: Any, role: str) -> Any:
@@ -83,3 +91,8 @@ def _one(op: Loop, value: Any, role: str) -> Any:
     if array.size != 1:
         raise RunError(f"{op.where()}: the {role} must hold exactly one value, got shape {array.shape}")
     return array.reshape(-1)[0]
+
+
+def _describe(values: list[Any]) -> str:
+    return ", ".join(f"{v.dtype}[rank {v.ndim}]" if isinstance(v, np.ndarray) else type(v).__name__
+                     for v in values)

@@ -10,8 +10,9 @@ turns the code into a message naming the op (see KernelModule.error).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -61,7 +62,9 @@ class KernelModule:
         t, a, b = (int(v) for v in status[1:4])
         shapes = [int(v) for v in status[STATUS_SHAPES:STATUS_SHAPES + 2 * int(status[STATUS_SHAPES - 1])]]
         half = len(shapes) // 2
-        return f"{where}: {message.format(t=t, a=a, b=b, error=exc, before=shapes[:half], after=shapes[half:])}"
+        before, after = shapes[:half], shapes[half:]
+        listed = ", ".join(map(str, before))
+        return f"{where}: {message.format(t=t, a=a, b=b, error=exc, before=before, after=after, listed=listed)}"
 
 
 class ModuleGen:
@@ -99,14 +102,51 @@ class LoopGen:
         self.known = {b: known[o] for o, b in zip(outer, inner) if o in known}
         self.names: set[str] = set(module.names)
         self.pre = Emitter(self.names)    # before the loop
-        self.body = Emitter(self.names)   # inside the loop
+        self.hoist = Emitter(self.names)  # before the loop, once it is sure to run: hoisted work
+        self.body = Emitter(self.names)   # inside the loop (rules write here; see hoisted())
         self.post = Emitter(self.names)   # after the loop
-        self.pre.depth, self.body.depth, self.post.depth = 1, 2, 1
+        self.pre.depth, self.hoist.depth, self.body.depth, self.post.depth = 1, 2, 2, 1
         self.values: dict[str, Var] = {}
+        # Values whose every iteration is one row of an array the hoisted section computes:
+        # name -> (that array, the body's expression of the row index).
+        self.rows: dict[str, tuple[Var, str]] = {}
+        self._contiguous: dict[str, str] = {}
         self.graph: Graph = loop.body
         self.slice_info: dict[str, tuple] = {}
 
     # -- helpers for rules ------------------------------------------------------------------
+
+    @contextmanager
+    def emitting_to(self, emitter: Emitter) -> Iterator[None]:
+        """Rules (and fail_if) called inside write to `emitter` instead of the loop body."""
+        body, self.body = self.body, emitter
+        try:
+            yield
+        finally:
+            self.body = body
+
+    def hoisted(self):
+        """Rules called inside emit into the hoisted section instead of the loop body."""
+        return self.emitting_to(self.hoist)
+
+    @property
+    def hoisting(self) -> bool:
+        return self.body is self.hoist
+
+    def contiguous(self, v: Var) -> str:
+        """A C-contiguous expression of v's array; made once before the loop when v is invariant."""
+        if v.kind != "invariant":
+            return f"np.ascontiguousarray({v.expr})"
+        if v.expr not in self._contiguous:
+            name = self.hoist.fresh(f"{v.expr}_c")
+            self.hoist(f"{name} = np.ascontiguousarray({v.expr})")
+            self._contiguous[v.expr] = name
+        return self._contiguous[v.expr]
+
+    def add_rows(self, name: str, full: Var, index: str) -> None:
+        """Record that `name` is row `index` (a body expression) of the invariant array `full`."""
+        if not self.hoisting:
+            self.rows[name] = (full, index)
 
     def type_of(self, name: str) -> TensorType:
         t = self.graph.type_of(name)
@@ -152,7 +192,8 @@ class LoopGen:
         """Stop the kernel with a clear error when `condition` holds.
 
         The message may use {t}, {a}, {b}, and with `shapes` (two shape tuple expressions of one
-        rank, at most MAX_RANK) {before} and {after}, the two shapes as lists.
+        rank, at most MAX_RANK) {before} and {after}, the two shapes as lists, and {listed}, the
+        first one's values separated by commas.
         """
         where = op.where() if op is not None else self.loop.where()
         code = self.module.error_code(where, message)
@@ -170,7 +211,7 @@ class LoopGen:
         """A body constant passed as an argument (its value is not part of the source)."""
         arg = self.pre.fresh(f"k_{name}")
         constants.append(value)
-        self.define(name, Var(arg, value.dtype, value.ndim, "view"))
+        self.define(name, Var(arg, value.dtype, value.ndim, "invariant"))
         return arg
 
     def mark(self, op: Op) -> None:
@@ -242,7 +283,7 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
         t = g.type_of(name)
         arg = pre.fresh(f"inv_{name}")
         params.append(arg)
-        g.define(name, Var(arg, t.dtype, len(t.shape), "view"))
+        g.define(name, Var(arg, t.dtype, len(t.shape), "invariant"))
     constants: list[np.ndarray] = []
     for name, value in loop.body.constants.items():
         if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
@@ -253,19 +294,27 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
             params.append(g.add_constant(name, value, constants))
 
     pre("limit = trip")
+    pre("t = 0")
     for name, spec, src, t in slices:
         _slice_window(g, spec, src, t)
-    if loop.body_iteration:
+    counts = [g.slice_info[src][3] for _, _, src, _ in slices]
+    if len(counts) > 1:
+        with g.emitting_to(pre):
+            g.fail_if(" or ".join(f"{c} != {counts[0]}" for c in counts[1:]), None,
+                      "the sliced inputs give different numbers of iterations ({listed}); "
+                      "they must all agree",
+                      shapes=(shape_tuple(counts), shape_tuple(counts), len(counts)))
+    used = {n for op in loop.body.ops for n in op.inputs} | set(loop.body.outputs)
+    if loop.body_iteration and b_in[0] in used:
         it = pre.fresh("iteration")
         pre(f"{it} = np.empty((), np.int64)")
         emit(f"{it}[()] = t")
         g.define(b_in[0], Var(it, np.dtype(np.int64), 0, "param"))
-    if loop.body_cond_in:
+    if loop.body_cond_in and b_in[loop.body_iteration] in used:
         cin = pre.fresh("cond_in")
         pre(f"{cin} = np.empty((), np.bool_)")
         emit(f"{cin}[()] = cond")
         g.define(b_in[loop.body_iteration], Var(cin, np.dtype(np.bool_), 0, "param"))
-    pre("t = 0")
 
     g.fail_if("max_iter >= 0 and t >= max_iter", None,
               "still running after {t} iterations, the session's max_iterations; "
@@ -283,10 +332,13 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     emit("t += 1")
     outputs = [cur for _, cur, _ in carried] + [_stack_result(g, stack, spec, k)
                                                for k, (stack, spec) in enumerate(zip(stacks, loop.stacked))]
+    # Hoisted work runs only when the body would, so that it raises no error the body would not.
+    hoisted = ["    if limit != 0 and cond and max_iter != 0:", *g.hoist.lines] if g.hoist.lines else []
     lines = ['@njit(cache=True, nogil=True, error_model="numpy")',
              f"def {fn_name}({', '.join(params)}):",
              f'    """{loop.where()}"""',
              *pre.lines,
+             *hoisted,
              "    while (limit < 0 or t < limit) and cond:",
              *emit.lines,
              *g.post.lines,
@@ -334,8 +386,17 @@ def _slice_part(g: LoopGen, name: str, spec, src: str, t: TensorType) -> None:
     offset = f"{start} + ({k}) * {spec.stride}" if spec.stride != 1 else f"{start} + {k}"
     view = g.body.fresh(f"part_{name}")
     index = f"{offset}:{offset} + {spec.part}" if spec.keep_axis else offset
-    g.body(f"{view} = {src}[{_index(rank, axis, index)}]")
+    if rank == 1 and not spec.keep_axis:  # a part of a vector is a 0-d array, not an element
+        g.body(f"{view} = {src}[{offset}:{offset} + 1].reshape(())")
+    else:
+        g.body(f"{view} = {src}[{_index(rank, axis, index)}]")
     g.define(name, Var(view, t.dtype, len(t.shape), "view"))
+    if not spec.keep_axis:
+        rows = src
+        if axis != 0:  # rows along the sliced axis: a view with that axis first
+            rows = g.pre.fresh(f"{src}_rows")
+            g.pre(f"{rows} = {src}.transpose({shape_tuple([str(axis)] + [str(a) for a in range(rank) if a != axis])})")
+        g.add_rows(name, Var(rows, t.dtype, rank, "invariant"), offset)
 
 
 def _stack_buffer(g: LoopGen, name: str) -> str:
@@ -369,14 +430,14 @@ def _stack_append(g: LoopGen, buf: str, v: Var, k: int) -> None:
     with emit.block(f"if t == {buf}.shape[0]:"):
         grown = emit.fresh("grown")
         emit(f"{grown} = np.empty((2 * t,) + {buf}.shape[1:], {buf}.dtype)")
-        emit(f"{grown}[:t] = {buf}")
+        emit(f"_r.put({grown}[:t], {buf})")
         emit(f"{buf} = {grown}")
     if v.kind == "scalar":
         emit(f"{buf}[t] = {v.expr}")
     elif v.rank == 0:
         emit(f"{buf}[t] = {v.item()}")
     else:
-        emit(f"{buf}[t] = {v.expr}")
+        emit(f"_r.put({buf}[t], {v.expr})")
 
 
 def _stack_result(g: LoopGen, buf: str, spec, k: int) -> str:
@@ -424,13 +485,14 @@ def _stack_result(g: LoopGen, buf: str, spec, k: int) -> str:
 
 def _read_cond(g: LoopGen, v: Var) -> None:
     """In the loop: the body's condition output decides whether another iteration runs."""
-    if v.kind == "scalar":
-        g.body(f"cond = {v.expr} != 0")
+    if v.kind == "param" and v.dtype == np.bool_:  # the incoming condition, passed through
+        return
+    if v.kind == "scalar" or v.rank == 0:
+        g.body(f"cond = {v.item()} != 0")
         return
     g.fail_if(f"{v.expr}.size != 1", None, "the body condition must hold exactly one value, got {a}",
               a=f"{v.expr}.size")
-    first = v.item() if v.rank == 0 else f"{v.expr}[{', '.join(['0'] * v.rank)}]"
-    g.body(f"cond = {first} != 0")
+    g.body(f"cond = {v.expr}[{', '.join(['0'] * v.rank)}] != 0")
 
 
 def _next_state(g: LoopGen, carried: list, carried_next: list[str]) -> None:
@@ -455,7 +517,7 @@ def _next_state(g: LoopGen, carried: list, carried_next: list[str]) -> None:
         elif v.rank == 0:
             g.body(f"{slot}[()] = {v.item()}")
         else:
-            g.body(f"{slot}[...] = {v.expr}")
+            g.body(f"_r.put({slot}, {v.expr})")
         swaps.append((cur, slot, t))
     for cur, buf, t in swaps:
         # At t == 0 the old state is the caller's array, which must never be written: the buffer
@@ -468,11 +530,11 @@ def _next_state(g: LoopGen, carried: list, carried_next: list[str]) -> None:
 
 
 def _emit_op(g: LoopGen, op: Op, constants: list[np.ndarray], params: list[str]) -> None:
-    """One body op: a comment naming it, then its rule's code."""
-    from . import rules  # noqa: F401  (registers the rules)
+    """One body op: a comment naming it, then its rule's code, in the loop or hoisted before it."""
+    from . import reductions, rules  # noqa: F401  (they register the rules)
     from .scalar import ELEMENTWISE
-    g.body(f"# {op.where()}")
     if isinstance(op, Loop):
+        g.body(f"# {op.where()}")
         outs = _emit_inner_loop(g, op, constants, params)
     elif type(op) is not Op:
         raise NoRule(f"{op.where()}: {op.op_type} inside a loop body is not compiled yet")
@@ -481,13 +543,55 @@ def _emit_op(g: LoopGen, op: Op, constants: list[np.ndarray], params: list[str])
         if rule is None:
             raise NoRule(f"{op.where()}: no code generation rule for {op.op_type}")
         ins = [g.var(n) for n in op.inputs]
+        invariant = all(v is None or v.kind in ("invariant", "scalar") for v in ins)
         try:
-            outs = rule(g, op, ins)
+            if invariant:  # the same every iteration: compute it once
+                with g.hoisted():
+                    g.body(f"# {op.where()}")
+                    outs = [v if v.kind == "scalar" else replace(v, kind="invariant") for v in rule(g, op, ins)]
+            elif op.op_type == "MatMul" and _rows_matmul(g, op, ins):
+                return
+            else:
+                g.body(f"# {op.where()}")
+                outs = rule(g, op, ins)
         except NoRule as e:
             raise NoRule(f"{op.where()}: {e}") from None
     for name, var in zip(op.outputs, outs):
         if name:
             g.define(name, var)
+
+
+def _rows_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> bool:
+    """Scan hoisting: x_t · W for every t as one product before the loop, when x_t is a row of an
+    array known before the loop (a sliced input, or Gather of an invariant) and W is invariant.
+
+    The body then reads row t of the product: the BLAS call that dominated each iteration of an
+    RNN cell becomes one large, efficient one. Returns False when the op is not of this form.
+    """
+    a, b = ins
+    if op.inputs[0] not in g.rows or b.kind != "invariant" or b.rank != 2 or a.rank not in (1, 2):
+        return False
+    if a.dtype != b.dtype or a.dtype.kind != "f":
+        return False
+    full, index = g.rows[op.inputs[0]]
+    dtype, rank = g.out_type(op.outputs[0], a.rank, a.dtype)
+    with g.hoisted():
+        emit = g.body
+        emit(f"# {op.where()}: every row at once")
+        k = full.dim(full.rank - 1)
+        g.fail_if(f"{k} != {b.dim(0)}", op, "inner dimensions differ ({a} and {b})", a=k, b=b.dim(0))
+        flat = emit.fresh(f"{op.outputs[0]}_flat")
+        emit(f"{flat} = np.ascontiguousarray({full.expr}).reshape((-1, {k}))")
+        product = g.buffer(f"{op.outputs[0]}_rows", dtype, [f"{flat}.shape[0]", b.dim(1)])
+        emit(f"np.dot({flat}, {g.contiguous(b)}, {product})")
+        result = emit.fresh(f"{op.outputs[0]}_all")
+        emit(f"{result} = {product}.reshape({full.expr}.shape[:-1] + ({b.dim(1)},))")
+    view = g.body.fresh(f"v_{op.outputs[0]}")
+    g.body(f"# {op.where()}: row {index} of the hoisted product")
+    g.body(f"{view} = {result}[{index}]")
+    g.define(op.outputs[0], Var(view, dtype, rank, "view"))
+    g.add_rows(op.outputs[0], Var(result, dtype, rank + 1, "invariant"), index)
+    return True
 
 
 def _scalar_of(g: LoopGen, v: Var | None, default: str, what: str, op: Op) -> str:

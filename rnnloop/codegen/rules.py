@@ -44,17 +44,29 @@ def emit_elementwise(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     present = [v for v in ins if v is not None]
     dtype, rank = _out(g, op, max(v.rank for v in present))
     arrays = [v for v in present if v.kind != "scalar"]
-    g.mark(op)  # a shape that does not broadcast raises inside np.broadcast_shapes
-    if len(arrays) == 1 and arrays[0].rank == rank:
-        shape = f"{arrays[0].expr}.shape"
-    else:
-        shape = g.body.fresh("shape")
-        g.body(f"{shape} = np.broadcast_shapes({', '.join(f'{v.expr}.shape' for v in arrays)})")
-    out = g.buffer(op.outputs[0], dtype, [f"{shape}[{d}]" for d in range(rank)])
+    out = g.buffer(op.outputs[0], dtype, _broadcast_dims(g, op, arrays, rank))
     in_dtypes = [None if v is None else v.dtype for v in ins]
     function = g.module.helper(_elementwise_function(op, ins, in_dtypes, dtype, rank))
     g.body(f"{function}({', '.join([out] + [v.expr for v in ins if v is not None and v.kind != 'scalar'])})")
     return [Var(out, dtype, rank, "buffer")]
+
+
+def _broadcast_dims(g: LoopGen, op: Op, arrays: list[Var], rank: int) -> list[str]:
+    """Expressions of the broadcast output dims, checked: NumPy's rules, axis by axis from the right."""
+    dims = []
+    for d in range(rank):
+        sizes = [v.dim(v.rank - rank + d) for v in arrays if v.rank - rank + d >= 0]
+        if len(sizes) == 1:
+            dims.append(sizes[0])
+            continue
+        dim = g.body.fresh(f"d{d}")
+        expr = sizes[0]
+        for size in sizes[1:]:
+            expr = f"_r.broadcast_dim({expr}, {size})"
+        g.body(f"{dim} = {expr}")
+        g.fail_if(f"{dim} < 0", op, f"the input shapes do not broadcast (axis {d} of the output)")
+        dims.append(dim)
+    return dims
 
 
 def _elementwise_function(op: Op, ins: list[Var | None], in_dtypes: list, dtype, rank: int) -> str:
@@ -153,6 +165,8 @@ def emit_gather(g: LoopGen, op: Op, ins: list[Var | None], axis: int = 0) -> lis
         k = _checked_index(g, op, indices.item(), x.dim(axis))
         view = g.body.fresh(f"v_{op.outputs[0]}")
         g.body(f"{view} = {x.expr}[{_index(x.rank, axis, k)}]")
+        if axis == 0 and x.kind == "invariant":
+            g.add_rows(op.outputs[0], x, k)  # x_t = X[i]: products with it can be hoisted
         return [Var(view, dtype, rank, "view")]
     if indices.rank != 1:
         raise NoRule("Gather with indices of rank > 1 is not compiled yet")
@@ -394,13 +408,19 @@ def emit_shape(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
 
 @emits("MatMul")
 def emit_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
-    """2-D float through BLAS into the buffer; vectors and integers through generated loops."""
+    """Floats through BLAS into the buffer; integers and a vector by a vector through generated loops.
+
+    Operands of rank > 2 (batches of matrices, broadcast like np.matmul) go to reductions.py.
+    """
     a, b = ins
     if a.kind == "scalar" or b.kind == "scalar" or a.rank == 0 or b.rank == 0:
         raise NoRule("MatMul of a scalar")
-    dtype, rank = _out(g, op, (a.rank == 2) + (b.rank == 2), a.dtype)
+    if a.dtype.name not in ("float32", "float64", "int32", "int64"):
+        raise NoRule(f"MatMul of {a.dtype} is not compiled (compiled: float32, float64, int32, int64)")
     if a.rank > 2 or b.rank > 2:
-        raise NoRule("batched MatMul (rank > 2) is not compiled yet")
+        from .reductions import emit_batched_matmul
+        return emit_batched_matmul(g, op, a, b)
+    dtype, rank = _out(g, op, (a.rank == 2) + (b.rank == 2), a.dtype)
     if a.dtype != b.dtype:
         raise NoRule("MatMul inputs of different dtypes")
     k_a = a.dim(a.rank - 1)
@@ -409,9 +429,9 @@ def emit_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     dims = ([a.dim(0)] if a.rank == 2 else []) + ([b.dim(1)] if b.rank == 2 else [])
     out = g.buffer(op.outputs[0], dtype, dims)
     emit = g.body
-    if a.rank == 2 and b.rank == 2 and dtype.kind == "f":
-        emit(f"np.dot(np.ascontiguousarray({a.expr}), np.ascontiguousarray({b.expr}), {out})")
-        return [Var(out, dtype, 2, "buffer")]
+    if dtype.kind == "f" and rank > 0:  # BLAS has no out= form for a vector by a vector
+        emit(f"np.dot({g.contiguous(a)}, {g.contiguous(b)}, {out})")
+        return [Var(out, dtype, rank, "buffer")]
     # out[m, n] = sum_k a[m, k] * b[k, n], k outside n so the inner loop runs along rows of b.
     m = a.dim(0) if a.rank == 2 else "1"
     n = b.dim(1) if b.rank == 2 else "1"
@@ -420,7 +440,7 @@ def emit_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     a_at = f"{a.expr}[{i}, {kk}]" if a.rank == 2 else f"{a.expr}[{kk}]"
     b_at = f"{b.expr}[{kk}, {j}]" if b.rank == 2 else f"{b.expr}[{kk}]"
     out_at = {(2, 2): f"{out}[{i}, {j}]", (1, 2): f"{out}[{j}]", (2, 1): f"{out}[{i}]", (1, 1): f"{out}[()]"}
-    emit(f"{out}.fill({zero})")
+    emit(f"{out}[...] = {zero}")  # fill() does not take 0-d arrays (vector by vector)
     with emit.block(f"for {i} in range({m}):"), emit.block(f"for {kk} in range({k_a}):"):
         emit(f"{aik} = {a_at}")
         with emit.block(f"for {j} in range({n}):"):

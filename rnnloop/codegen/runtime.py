@@ -1,4 +1,4 @@
-"""Small compiled helpers that generated kernels call for index arithmetic."""
+"""Small compiled helpers that generated kernels call: index arithmetic, shapes, copies."""
 
 from __future__ import annotations
 
@@ -20,3 +20,25 @@ def slice_range(start, end, step, n):
     start = min(max(start, 0), n - 1)
     end = min(max(end, -1), n - 1)
     return start, max(0, (start - end - step - 1) // -step)
+
+
+@njit(cache=True, nogil=True)
+def broadcast_dim(a, b):
+    """The size two sizes broadcast to on one axis, or -1 when they do not broadcast."""
+    if a == b or b == 1:
+        return a
+    return b if a == 1 else -1
+
+
+@njit(cache=True, nogil=True)
+def put(dst, src):
+    """dst[...] = src for arrays of one shape, dst C-contiguous.
+
+    Numba's own array assignment compiles into seconds of broadcasting machinery per kernel; this
+    loop compiles once per signature into the shared cache.
+    """
+    flat = dst.reshape(-1)
+    i = 0
+    for x in src.flat:
+        flat[i] = x
+        i += 1
