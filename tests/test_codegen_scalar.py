@@ -572,13 +572,7 @@ def test_integer_divisions_without_a_zero_divisor_match(backend):
     np.testing.assert_array_equal(p, [[343, 49, 0]] * 2)
 
 
-_UNNAMED = ("the kernel's ZeroDivisionError is reported as \"Loop 'divisions' (ai.onnx opset 17): the fused kernel "
-            "failed (ZeroDivisionError: ...); ... please report it\", naming the loop, not the node (the "
-            "elementwise rule records no op for kernel errors: no g.mark(op))")
-
-
 @pytest.mark.parametrize("node, op", [("divide", "Div"), ("remainder", "Mod"), ("fmod", "Mod"), ("power", "Pow")])
-@pytest.mark.numba_bug(_UNNAMED)
 def test_integer_division_by_zero_is_a_run_error_naming_the_node(node, op, backend):
     session = rnnloop.load(zero_divisor_model(), backend=backend, strict=backend == "numba")
     message = r"division by zero" if op != "Pow" else r"0 raised to a negative integer power"

@@ -224,10 +224,6 @@ pick (float[3] x0, int64 M) => (float[3] x, float[K] picked) {
 """
 
 
-@pytest.mark.numba_bug("Gather of one element of a 1-D value by a scalar index (x[k]) gives the kernel a float32 "
-                       "scalar where a 0-d array is expected: the elementwise op reading it does `x1[()]` on a "
-                       "float32 and typing fails (TypingError: No implementation of function getitem). "
-                       "Once fixed, set GATHER_TO_RANK_0 = True in test_fused_differential.py")
 def test_loop_body_may_read_one_element_of_a_vector_with_gather(backend):
     x0 = np.array([1.0, 2.0, 3.0], np.float32)
     x, picked = run_fused(parse(PICK), {"x0": x0, "M": np.array(3, np.int64)}, backend)

@@ -47,6 +47,7 @@ def emit_elementwise(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     out = g.buffer(op.outputs[0], dtype, _broadcast_dims(g, op, arrays, rank))
     in_dtypes = [None if v is None else v.dtype for v in ins]
     function = g.module.helper(_elementwise_function(op, ins, in_dtypes, dtype, rank))
+    g.mark(op)  # integer division by zero raises inside the helper
     g.body(f"{function}({', '.join([out] + [v.expr for v in ins if v is not None and v.kind != 'scalar'])})")
     return [Var(out, dtype, rank, "buffer")]
 
@@ -164,7 +165,10 @@ def emit_gather(g: LoopGen, op: Op, ins: list[Var | None], axis: int = 0) -> lis
     if indices.kind == "scalar" or indices.rank == 0:
         k = _checked_index(g, op, indices.item(), x.dim(axis))
         view = g.body.fresh(f"v_{op.outputs[0]}")
-        g.body(f"{view} = {x.expr}[{_index(x.rank, axis, k)}]")
+        if x.rank == 1:  # one element of a vector, kept a 0-d array
+            g.body(f"{view} = {x.expr}[{k}:{k} + 1].reshape(())")
+        else:
+            g.body(f"{view} = {x.expr}[{_index(x.rank, axis, k)}]")
         if axis == 0 and x.kind == "invariant":
             g.add_rows(op.outputs[0], x, k)  # x_t = X[i]: products with it can be hoisted
         return [Var(view, dtype, rank, "view")]
