@@ -32,11 +32,6 @@ UNARY = {"f": ["Neg", "Abs", "Tanh", "Sigmoid", "Relu", "Sin", "Floor", "Sign", 
          "i": ["Neg", "Abs", "Relu", "Sign"]}
 BINARY = {"f": ["Add", "Sub", "Mul", "Max", "Min", "Div"], "i": ["Add", "Sub", "Mul", "Max", "Min"]}
 
-# Known code generator bugs the generators steer around, each with an xfail test elsewhere; set True
-# once fixed. Gather of one element by a scalar index (a rank-0 result) does not compile:
-# test_onnx_loop.py::test_loop_body_may_read_one_element_of_a_vector_with_gather.
-GATHER_TO_RANK_0 = False
-
 # No shrinking: the seed's neighbours are unrelated bodies, each a compile; a failure's report holds
 # its seed and the body's description instead.
 SETTINGS = settings(max_examples=14, deadline=None, derandomize=True, database=None,
@@ -144,7 +139,7 @@ def _step(c: Choices, p: Program, x: str, shape: tuple, i: str | None, rows: int
     if rank in (1, 2):
         kinds.append("matmul")
     if i is not None:
-        kinds += ["gather", "slice"] if rank >= 1 or GATHER_TO_RANK_0 else ["slice"]
+        kinds += ["gather", "slice"]
     kind = c.choice(kinds)
     if kind == "unary":
         op = c.choice(UNARY[_kind(p)])
@@ -161,12 +156,17 @@ def _step(c: Choices, p: Program, x: str, shape: tuple, i: str | None, rows: int
         table = p.invariant((rows, *shape), "table")
         p.steps.append(f"Add(x, Gather(table[{rows}, ...], i))")
         return p.op("Add", x, p.op("Gather", table, i, axis=0))
-    if kind == "slice":  # table[i:i+1] squeezed, multiplied
+    if kind == "slice":  # table[i:i+1] (or table[-1-i:-2-i:-1], rows from the end) squeezed, multiplied
         table = p.invariant((rows, *shape), "table")
-        start = p.op("Unsqueeze", i, p.const(np.array([0], np.int64)))
-        end = p.op("Add", start, p.const(np.array([1], np.int64)))
-        part = p.op("Slice", table, start, end, p.const(np.array([0], np.int64)))
-        p.steps.append(f"Mul(x, Squeeze(Slice(table[{rows}, ...], [i], [i + 1], axes=[0])))")
+        backwards = c.booleans()
+        first = p.op("Unsqueeze", i, p.const(np.array([0], np.int64)))
+        step = p.const(np.array([-1 if backwards else 1], np.int64))
+        if backwards:
+            first = p.op("Sub", p.const(np.array([-1], np.int64)), first)
+        end = p.op("Add", first, step)
+        part = p.op("Slice", table, first, end, p.const(np.array([0], np.int64)), step)
+        p.steps.append(f"Mul(x, Squeeze(Slice(table[{rows}, ...], "
+                       f"{'[-1 - i], [-2 - i], axes=[0], steps=[-1]' if backwards else '[i], [i + 1], axes=[0]'})))")
         return p.op("Mul", x, p.op("Squeeze", part, p.const(np.array([0], np.int64))))
     if kind == "reshape":  # flat, an elementwise op, back
         flat = p.op("Reshape", x, p.const(np.array([-1], np.int64)))
