@@ -23,7 +23,7 @@ import numpy as np
 
 from ..ir import Op
 from .emitter import Emitter, NoRule, Var, dtype_name, literal
-from .kernel import MAX_RANK, LoopGen, emits
+from .kernel import MAX_RANK, LoopGen, emits, matmul_call
 
 COMPILED = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
 _F32 = np.dtype(np.float32)
@@ -549,8 +549,8 @@ def emit_batched_matmul(g: LoopGen, op: Op, a: Var, b: Var) -> list[Var]:
     dims = [_batch_dim(g, op, a, b, d, nb) for d in range(nb)]
     dims += ([a.dim(a.rank - 2)] if rows else []) + ([b.dim(b.rank - 1)] if cols else [])
     out = g.buffer(op.outputs[0], dtype, dims)
-    # One contiguous copy of a strided operand (none when already contiguous) serves every matrix.
-    args = [out, g.contiguous(a), g.contiguous(b)] if dtype.kind == "f" else [out, a.expr, b.expr]
+    # BLAS reads strided operands as they are (rnnloop.codegen.blas): no copies.
+    args = [out, a.expr, b.expr]
     function = g.module.helper(_matmul_function(dtype, a.rank, b.rank))
     g.body(f"{function}({', '.join(args)})")
     return [Var(out, dtype, rank, "buffer")]
@@ -585,7 +585,7 @@ def _matmul_function(dtype: np.dtype, a_rank: int, b_rank: int) -> str:
         e(f"b2 = b[{', '.join(pick['b'])}]" if pick["b"] else "b2 = b")
         e(f"o2 = out[{', '.join(f'i{d}' for d in range(nb))}]")
         if dtype.kind == "f":
-            e("np.dot(a2, b2, o2)")
+            e(matmul_call("a2", "b2", "o2", 2 if rows else 1, 2 if cols else 1))
         else:
             _integer_product(e, dtype, rows, cols)
     return e.text()

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ir import Op
 from .emitter import NoRule, Var, dtype_name, shape_tuple
-from .kernel import LoopGen, emits
+from .kernel import LoopGen, emits, matmul_call
 from .scalar import NoRule as NoScalarRule
 from .scalar import scalar_expr
 
@@ -434,7 +434,7 @@ def emit_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     out = g.buffer(op.outputs[0], dtype, dims)
     emit = g.body
     if dtype.kind == "f" and rank > 0:  # BLAS has no out= form for a vector by a vector
-        emit(f"np.dot({g.contiguous(a)}, {g.contiguous(b)}, {out})")
+        emit(matmul_call(a.expr, b.expr, out, a.rank, b.rank))
         return [Var(out, dtype, rank, "buffer")]
     # out[m, n] = sum_k a[m, k] * b[k, n], k outside n so the inner loop runs along rows of b.
     m = a.dim(0) if a.rank == 2 else "1"
@@ -464,12 +464,12 @@ def emit_gemm(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     bt = f"{b.expr}.T" if op.attrs.get("transB", 0) else b.expr
     emit = g.body
     pa, pb = emit.fresh("ga"), emit.fresh("gb")
-    emit(f"{pa} = np.ascontiguousarray({at})")
-    emit(f"{pb} = np.ascontiguousarray({bt})")
+    emit(f"{pa} = {at}")
+    emit(f"{pb} = {bt}")
     g.fail_if(f"{pa}.shape[1] != {pb}.shape[0]", op, "inner dimensions differ ({a} and {b})",
               a=f"{pa}.shape[1]", b=f"{pb}.shape[0]")
     out = g.buffer(op.outputs[0], dtype, [f"{pa}.shape[0]", f"{pb}.shape[1]"])
-    emit(f"np.dot({pa}, {pb}, {out})")
+    emit(matmul_call(pa, pb, out))
     alpha, beta = float(op.attrs.get("alpha", 1.0)), float(op.attrs.get("beta", 1.0))
     lit = dtype_name(dtype)
     if c is None and alpha == 1.0:
