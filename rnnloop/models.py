@@ -111,14 +111,21 @@ def _native_weights(weights) -> dict[str, np.ndarray]:
             "Bn": np.concatenate([Wb, Rb])[None]}
 
 
+def _states(states: list[str], suffix: str = "") -> str:
+    """The [B, H] state tensors `states`, each name + suffix, declared as in a signature."""
+    return ", ".join(f"float[B, H] {s}{suffix}" for s in states)
+
+
+def _signature(name: str, states: list[str]) -> str:
+    """The signature every LSTM/GRU model shares: X and the initial states in, final states and Y out."""
+    return f"{name} (float[T, B, I] X, {_states(states, '0')}) => ({_states(states)}, float[T, B, H] Y)"
+
+
 def _loop_text(name: str, body: str, states: list[str]) -> str:
     """A Loop over axis 0 of X: the body Gathers x = X[i] and carries `states`."""
-    sig = ", ".join(f"float[B, H] {s}0" for s in states)
-    outs = ", ".join(f"float[B, H] {s}" for s in states)
-    prev = ", ".join(f"float[B, H] {s}_prev" for s in states)
-    nxt = ", ".join(f"float[B, H] {s}_next" for s in states)
+    prev, nxt = _states(states, "_prev"), _states(states, "_next")
     return f"""
-    {name} (float[T, B, I] X, {sig}) => ({outs}, float[T, B, H] Y) {{
+    {_signature(name, states)} {{
         shape = Shape(X)
         zero = Constant <value = int64[1] {{0}}> ()
         steps_1d = Gather <axis = 0> (shape, zero)
@@ -136,12 +143,9 @@ def _loop_text(name: str, body: str, states: list[str]) -> str:
 
 def _scan_text(name: str, body: str, states: list[str]) -> str:
     """A Scan over axis 0 of X carrying `states`."""
-    sig = ", ".join(f"float[B, H] {s}0" for s in states)
-    outs = ", ".join(f"float[B, H] {s}" for s in states)
-    prev = ", ".join(f"float[B, H] {s}_prev" for s in states)
-    nxt = ", ".join(f"float[B, H] {s}_next" for s in states)
+    prev, nxt = _states(states, "_prev"), _states(states, "_next")
     return f"""
-    {name} (float[T, B, I] X, {sig}) => ({outs}, float[T, B, H] Y) {{
+    {_signature(name, states)} {{
         {", ".join(states)}, Y = Scan <num_scan_inputs = 1, body = step ({prev}, float[B, I] x)
                                        => ({nxt}, float[B, H] y) {{
             {body}
@@ -152,13 +156,11 @@ def _scan_text(name: str, body: str, states: list[str]) -> str:
 
 def _native_text(name: str, op: str, hidden: int, states: list[str]) -> str:
     """ONNX's own LSTM/GRU op, with the Loop models' inputs and outputs ([B, H] states, Y[T, B, H])."""
-    sig = ", ".join(f"float[B, H] {s}0" for s in states)
-    outs = ", ".join(f"float[B, H] {s}" for s in states)
     unsqueeze = "\n".join(f"        {s}_3 = Unsqueeze({s}0, axis0)" for s in states)
     squeeze = "\n".join(f"        {s} = Squeeze({s}_n, axis0)" for s in states)
     # LSTM's optional inputs: X, W, R, B, sequence_lens, initial_h, initial_c; GRU's stop at initial_h.
     return f"""
-    {name} (float[T, B, I] X, {sig}) => ({outs}, float[T, B, H] Y) {{
+    {_signature(name, states)} {{
         axis0 = Constant <value = int64[1] {{0}}> ()
         axis1 = Constant <value = int64[1] {{1}}> ()
 {unsqueeze}

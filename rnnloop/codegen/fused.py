@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import FallbackWarning, RunError
 from ..interp.graph import Options
-from ..interp.loop import run_loop
+from ..interp.loop import run_loop, single_value
 from ..ir import Loop, TensorType
 from .cache import load_source
 from .kernel import STATUS_SIZE, KernelModule, generate
@@ -65,8 +65,8 @@ class FusedLoop:
                               stacklevel=2)
             self.fallbacks += 1
             return run_loop(op, values, options)
-        trip = -1 if values[0] is None else max(int(_one(op, values[0], "trip count")), 0)
-        cond = True if values[1] is None else bool(_one(op, values[1], "condition"))
+        trip = -1 if values[0] is None else max(int(single_value(op, values[0], "trip count")), 0)
+        cond = True if values[1] is None else bool(single_value(op, values[1], "condition"))
         cap = -1 if options.max_iterations is None else int(options.max_iterations)
         status = np.zeros(STATUS_SIZE, np.int64)
         function = self.compile()
@@ -84,13 +84,6 @@ class FusedLoop:
     def _fits(self, arrays: list[Any]) -> bool:
         return all(isinstance(value, np.ndarray) and (value.dtype, value.ndim) == expected
                    for value, expected in zip(arrays, self.expected))
-
-
-def _one(op: Loop, value: Any, role: str) -> Any:
-    array = np.asarray(value)
-    if array.size != 1:
-        raise RunError(f"{op.where()}: the {role} must hold exactly one value, got shape {array.shape}")
-    return array.reshape(-1)[0]
 
 
 def _describe(values: list[Any]) -> str:

@@ -11,7 +11,8 @@ from ..ir import Loop, Slice, Stack, TensorType
 from .graph import Options, run_graph
 
 
-def _scalar(op: Loop, value: Any, role: str) -> Any:
+def single_value(op: Loop, value: Any, role: str) -> Any:
+    """The one element of a loop's trip count or condition (`role` names it in errors); FusedLoop uses it too."""
     array = np.asarray(value)
     if array.size != 1:
         raise RunError(f"{op.where()}: the {role} must hold exactly one value, got shape {array.shape}")
@@ -119,8 +120,8 @@ def run_loop(op: Loop, values: list[Any], options: Options) -> tuple:
     carried = list(values[2:2 + nc])
     sources = values[2 + nc:2 + nc + len(op.sliced)]
     invariants = values[2 + nc + len(op.sliced):]
-    limit = None if values[0] is None else int(_scalar(op, values[0], "trip count"))
-    cond = True if values[1] is None else bool(_scalar(op, values[1], "condition"))
+    limit = None if values[0] is None else int(single_value(op, values[0], "trip count"))
+    cond = True if values[1] is None else bool(single_value(op, values[1], "condition"))
     sliced = [SlicedInput(op, src, spec) for src, spec in zip(sources, op.sliced)]
     if sliced:
         counts = {s.count for s in sliced}
@@ -152,7 +153,7 @@ def run_loop(op: Loop, values: list[Any], options: Options) -> tuple:
         args = [*params, *carried, *(s.part(i) for s in sliced), *invariants]
         outputs, handed = run_graph(op.body, args, options, owned)
         if op.body_cond_out:
-            cond = bool(_scalar(op, outputs[0], "body condition"))
+            cond = bool(single_value(op, outputs[0], "body condition"))
         k0 = int(op.body_cond_out)
         next_carried = outputs[k0:k0 + nc]
         _check_carried(op, carried, next_carried, i)

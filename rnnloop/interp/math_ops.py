@@ -111,17 +111,17 @@ def run_pow(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
 
 
 def _integer_power(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    # Wrap-around in 64 bits, cast down, equals wrap-around in X's width; numpy would turn
-    # int64 ** uint64 into float64, so both sides get X's signedness.
-    wide = np.uint64 if X.dtype.kind == "u" else np.int64
     negative = Y < 0
-    magnitude = np.power(X.astype(wide), np.abs(Y).astype(wide))
-    if not np.any(negative):
-        return np.asarray(magnitude.astype(X.dtype))
     if np.any(negative & (X == 0)):
         raise OpError("0 raised to a negative integer power has no integer value")
-    # x ** -n truncates toward zero: (+-1) ** -n = (+-1) ** n, and 0 for |x| >= 2.
-    return np.asarray(np.where(negative & (np.abs(X) != 1), 0, magnitude).astype(X.dtype))
+    # x ** -n truncates toward zero: 0 for |x| >= 2, and (+-1) ** -n = (+-1) ** n, which only needs
+    # n's parity (y & 1 is that parity also for INT_MIN, whose magnitude does not fit in its type).
+    exponent = np.where(negative, Y & 1, Y)
+    # Wrap-around in 64 bits, cast down, equals wrap-around in X's width, and the low 64 bits of a
+    # product do not depend on signedness: so compute in uint64 (numpy would turn int64 ** uint64
+    # into float64) and cast to X's dtype.
+    power = np.power(X.astype(np.uint64), exponent.astype(np.uint64)).astype(X.dtype)
+    return np.asarray(np.where(negative & (np.abs(X) != 1), X.dtype.type(0), power))
 
 
 @interprets("Mod")
