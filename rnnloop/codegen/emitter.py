@@ -23,13 +23,15 @@ class Var:
     "buffer" (written by one op, reused each iteration), "view" (aliases something else),
     "fresh" (allocated by this op, owned by nobody else), "invariant" (fixed before the loop
     starts: an input, a constant or a hoisted result; never written), "state" (a carried value),
-    "param" (the iteration number or incoming condition), "scalar".
+    "param" (the iteration number or incoming condition), "scalar", and "lazy": an element
+    computed inside a fused loop nest (fusion.py), which has no array but has a `shape`.
     """
 
     expr: str
     dtype: np.dtype
     rank: int
     kind: str = "view"
+    shape: tuple[str, ...] | None = None  # dim expressions, for values with no array to ask
 
     def item(self) -> str:
         """An expression for the single element of a rank-0 value."""
@@ -37,7 +39,7 @@ class Var:
         return self.expr if self.kind == "scalar" else f"{self.expr}[()]"
 
     def dim(self, axis: int) -> str:
-        return f"{self.expr}.shape[{axis}]"
+        return self.shape[axis] if self.shape is not None else f"{self.expr}.shape[{axis}]"
 
 
 def dtype_name(dtype: np.dtype) -> str:

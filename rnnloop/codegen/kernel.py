@@ -333,8 +333,20 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
               "raise max_iterations if the loop is meant to run longer")
     for name, spec, src, t in slices:
         _slice_part(g, name, spec, src, t)
+    from . import fusion
+    groups = fusion.plan(loop.body, set(b_invariants) | set(loop.body.constants))
     for op in loop.body.ops:
-        _emit_op(g, op, constants, params)
+        group = groups.get(id(op))
+        if group is None:
+            _emit_op(g, op, constants, params)
+        elif op is group.ops[-1]:  # the group runs where its last op would
+            g.body(f"# fused: {', '.join(o.where() for o in group.ops)}")
+            try:
+                values = fusion.emit(g, group.ops, group.materialized)
+            except NoRule as e:
+                raise NoRule(f"{op.where()}: {e}") from None
+            for name, var in values.items():
+                g.define(name, var)
     if cond_out:
         _read_cond(g, g.values[cond_out[0]])
     stacks = [_stack_buffer(g, name) for name in stacked_values]

@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Op
+from . import fusion
 from .emitter import NoRule, Var, dtype_name, shape_tuple
 from .kernel import LoopGen, emits, matmul_call
-from .scalar import NoRule as NoScalarRule
-from .scalar import scalar_expr
 
 
 def _out(g: LoopGen, op: Op, rank: int, dtype=None, k: int = 0) -> tuple[np.dtype, int]:
@@ -40,19 +39,12 @@ def _const_ints(g: LoopGen, name: str, what: str) -> list[int]:
 
 @emits("<elementwise>")
 def emit_elementwise(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
-    """out = f(a, b, ...) with NumPy broadcasting, through a small loop function shared by like ops."""
-    present = [v for v in ins if v is not None]
-    dtype, rank = _out(g, op, max(v.rank for v in present))
-    arrays = [v for v in present if v.kind != "scalar"]
-    out = g.buffer(op.outputs[0], dtype, _broadcast_dims(g, op, arrays, rank))
-    in_dtypes = [None if v is None else v.dtype for v in ins]
-    function = g.module.helper(_elementwise_function(op, ins, in_dtypes, dtype, rank))
-    g.mark(op)  # integer division by zero raises inside the helper
-    g.body(f"{function}({', '.join([out] + [v.expr for v in ins if v is not None and v.kind != 'scalar'])})")
-    return [Var(out, dtype, rank, "buffer")]
+    """out = f(a, b, ...) with NumPy broadcasting: a loop nest of one op (fusion.py makes the nests
+    of several)."""
+    return [fusion.emit(g, [op], {op.outputs[0]})[op.outputs[0]]]
 
 
-def _broadcast_dims(g: LoopGen, op: Op, arrays: list[Var], rank: int) -> list[str]:
+def broadcast_dims(g: LoopGen, op: Op, arrays: list[Var], rank: int) -> list[str]:
     """Expressions of the broadcast output dims, checked: NumPy's rules, axis by axis from the right."""
     dims = []
     for d in range(rank):
@@ -68,72 +60,6 @@ def _broadcast_dims(g: LoopGen, op: Op, arrays: list[Var], rank: int) -> list[st
         g.fail_if(f"{dim} < 0", op, f"the input shapes do not broadcast (axis {d} of the output)")
         dims.append(dim)
     return dims
-
-
-def _elementwise_function(op: Op, ins: list[Var | None], in_dtypes: list, dtype, rank: int) -> str:
-    """The loop nest of one elementwise op as a function of (out, *arrays); FUNCTION stands for its name.
-
-    Each array input is read at the output index, or at 0 along an axis it broadcasts on (a flag per
-    axis, found at run time). With several inputs the innermost loop has a flag-free copy, taken
-    when no input broadcasts along it, so that it vectorises.
-    """
-    idx = [f"i{d}" for d in range(rank)]
-    params, setup, fast, general, inner_flags = [], [], [], [], []
-    for k, v in enumerate(ins):
-        if v is None:
-            fast.append("")
-            general.append("")
-            continue
-        if v.kind == "scalar":
-            fast.append(v.expr)
-            general.append(v.expr)
-            continue
-        a = f"x{k}"
-        params.append(a)
-        if v.rank == 0:
-            setup.append(f"s{k} = {a}[()]")
-            fast.append(f"s{k}")
-            general.append(f"s{k}")
-            continue
-        if v.rank == rank and len([u for u in ins if u is not None and u.kind != "scalar"]) == 1:
-            fast.append(f"{a}[{', '.join(idx)}]")  # the only input, of the output's shape
-            general.append(fast[-1])
-            continue
-        any_parts, fast_parts = [], []
-        for axis in range(v.rank):
-            d = rank - v.rank + axis
-            setup.append(f"f{k}_{axis} = 1 if {a}.shape[{axis}] != 1 else 0")
-            any_parts.append(f"{idx[d]} * f{k}_{axis}")
-            fast_parts.append(idx[d] if d == rank - 1 else any_parts[-1])
-        inner_flags.append(f"f{k}_{v.rank - 1}")
-        fast.append(f"{a}[{', '.join(fast_parts)}]")
-        general.append(f"{a}[{', '.join(any_parts)}]")
-    try:
-        fast_expr = scalar_expr(op.op_type, op.attrs, in_dtypes, dtype, fast)
-        general_expr = scalar_expr(op.op_type, op.attrs, in_dtypes, dtype, general)
-    except NoScalarRule as e:
-        raise NoRule(str(e)) from None
-    lines = ['@njit(cache=True, nogil=True, error_model="numpy")',
-             f"def FUNCTION(out, {', '.join(params)}):" if params else "def FUNCTION(out):",
-             f'    """{op.op_type} over rank {rank}"""']
-    lines += ["    " + line for line in setup]
-    if rank == 0:
-        lines.append(f"    out[()] = {fast_expr}")
-        return "\n".join(lines)
-    depth = 1
-    for d in range(rank - 1):
-        lines.append("    " * depth + f"for {idx[d]} in range(out.shape[{d}]):")
-        depth += 1
-    pad = "    " * depth
-    last = f"for {idx[-1]} in range(out.shape[{rank - 1}]):"
-    target = f"out[{', '.join(idx)}]"
-    if inner_flags and fast_expr != general_expr:
-        lines += [pad + f"if {' and '.join(f'{f} == 1' for f in inner_flags)}:",
-                  pad + "    " + last, pad + f"        {target} = {fast_expr}",
-                  pad + "else:", pad + "    " + last, pad + f"        {target} = {general_expr}"]
-    else:
-        lines += [pad + last, pad + f"    {target} = {fast_expr}"]
-    return "\n".join(lines)
 
 
 @emits("Identity")

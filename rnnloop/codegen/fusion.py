@@ -1,0 +1,222 @@
+"""Elementwise fusion: a connected group of elementwise ops in a loop body becomes one loop nest.
+
+An LSTM cell's gates are nine elementwise ops (three Sigmoids, two Tanhs, Muls and an Add) on
+[batch, hidden] arrays. One loop nest per op writes and rereads eight intermediate arrays every
+step, and each nest is a function Numba compiles; one nest for the group keeps the intermediates
+in registers and compiles once. Only the values used outside the group (the next cell state, the
+output) are written to memory.
+
+A group qualifies when it has a single sink (every member feeds the last one, so every member's
+shape broadcasts into the sink's, which the nest iterates over) and nothing outside the group reads
+a member before the sink is computed (the nest runs where the sink was). Each member's broadcast is
+still checked with its own error message; a member smaller than the sink along an axis is simply
+recomputed along it. Groups that do not qualify run op by op, and so do ops whose inputs are all
+fixed before the loop (those are hoisted out of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import Graph, Op
+from .emitter import NoRule, Var, dtype_name
+from .scalar import ELEMENTWISE
+from .scalar import NoRule as NoScalarRule
+from .scalar import scalar_expr
+
+# Ops whose element code can raise (integer division by zero, 0 to a negative power): a group holds
+# at most one, so that an error names the right node.
+_RAISING = frozenset({"Div", "Mod", "Pow"})
+
+
+@dataclass
+class Group:
+    """Elementwise ops fused into one loop nest, in body order; the last is the sink."""
+
+    ops: list[Op]
+    materialized: set[str]  # member outputs read outside the group (the sink's included)
+
+
+def plan(body: Graph, fixed: set[str]) -> dict[int, Group]:
+    """The groups of two or more ops among `body`'s, by id() of each member. `fixed` names the
+    values that are the same every iteration (invariant inputs, constants)."""
+    varying = set(body.inputs) - fixed
+    for op in body.ops:
+        if any(n in varying for n in op.inputs if n):
+            varying.update(n for n in op.outputs if n)
+    members = [op for op in body.ops if type(op) is Op and op.op_type in ELEMENTWISE
+               and len(op.outputs) == 1 and any(n in varying for n in op.inputs if n)]
+    producer = {op.outputs[0]: op for op in members}
+    parent = {id(op): id(op) for op in members}
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    for op in members:
+        for n in op.inputs:
+            if n in producer:
+                parent[root(id(op))] = root(id(producer[n]))
+    components: dict[int, list[Op]] = {}
+    for op in members:
+        components.setdefault(root(id(op)), []).append(op)
+
+    position = {id(op): k for k, op in enumerate(body.ops)}
+    readers: dict[str, list[Op]] = {}
+    for op in body.ops:
+        for n in op.inputs:
+            readers.setdefault(n, []).append(op)
+    groups: dict[int, Group] = {}
+    for ops in components.values():
+        group = _qualify(ops, readers, position, set(body.outputs))
+        if group is not None:
+            groups.update((id(op), group) for op in ops)
+    return groups
+
+
+def _qualify(ops: list[Op], readers: dict[str, list[Op]], position: dict[int, int],
+             outputs: set[str]) -> Group | None:
+    if len(ops) < 2 or sum(op.op_type in _RAISING for op in ops) > 1:
+        return None
+    ids = {id(op) for op in ops}
+    sinks = [op for op in ops if not any(id(r) in ids for r in readers.get(op.outputs[0], []))]
+    if sinks != [ops[-1]]:
+        return None
+    last = position[id(ops[-1])]
+    materialized = {ops[-1].outputs[0]}
+    for op in ops:
+        outside = [r for r in readers.get(op.outputs[0], []) if id(r) not in ids]
+        if any(position[id(r)] < last for r in outside):
+            return None
+        if outside or op.outputs[0] in outputs:
+            materialized.add(op.outputs[0])
+    return Group(ops, materialized)
+
+
+def emit(g, ops: list[Op], materialized: set[str]) -> dict[str, Var]:
+    """Emit `ops` (a Group's, or one elementwise op) as one loop nest; returns the materialized
+    values. `g` is the LoopGen; each op's output shape is computed and checked in the body first."""
+    from .rules import broadcast_dims
+
+    lazy: dict[str, Var] = {}  # every member's element: expr is its local name in the nest
+    results: dict[str, Var] = {}  # the materialized members' buffers
+    for k, op in enumerate(ops):
+        present = [v for v in _inputs(g, lazy, op) if v is not None]
+        dtype, rank = g.out_type(op.outputs[0], max(v.rank for v in present))
+        dims = broadcast_dims(g, op, [v for v in present if v.kind != "scalar"], rank)
+        name = op.outputs[0]
+        lazy[name] = Var(f"e{k}", dtype, rank, "lazy", tuple(dims))
+        if name in materialized:
+            results[name] = Var(g.buffer(name, dtype, dims), dtype, rank, "buffer")
+    arrays = {v.expr: v for v in results.values()}  # the helper's parameters: outputs, then inputs
+    for op in ops:
+        arrays.update((v.expr, v) for v in _inputs(g, lazy, op) if v is not None and v.kind not in ("scalar", "lazy"))
+    function = g.module.helper(_function(g, ops, lazy, results, list(arrays.values())))
+    raising = [op for op in ops if op.op_type in _RAISING]
+    if raising:
+        g.mark(raising[0])  # integer division by zero raises inside the helper
+    g.body(f"{function}({', '.join(arrays)})")
+    return results
+
+
+def _inputs(g, lazy: dict[str, Var], op: Op) -> list[Var | None]:
+    return [None if not n else lazy.get(n) or g.var(n) for n in op.inputs]
+
+
+def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], arrays: list[Var]) -> str:
+    """The helper's source, named FUNCTION, with `arrays` as parameters (p0, p1, ...).
+
+    It loops over the sink's shape; every other array is read (written) at the loop index, or at 0
+    along an axis where it has size 1 (a flag per axis, found at run time). The innermost loop has
+    a flag-free copy, taken when no array has size 1 along it, so that it vectorises.
+    """
+    sink = results[ops[-1].outputs[0]]
+    rank = sink.rank
+    idx = [f"i{d}" for d in range(rank)]
+    name = {v.expr: f"p{k}" for k, v in enumerate(arrays)}
+    full = _full(g, ops, lazy, results)
+    outputs = {v.expr for v in results.values()}
+    # The fast path reads rows: np.ascontiguousarray of a row whose elements are adjacent is a view
+    # that Numba types as contiguous, so the inner loop vectorises even over a column slice of a
+    # larger array (an LSTM's gates are four column blocks of one product). Our buffers are C-order.
+    setup, rows, flags, fast_at, general_at = [], [], [], {}, {}
+    for v in arrays:
+        p = name[v.expr]
+        if v.rank == 0:
+            fast_at[p] = general_at[p] = f"{p}[()]"
+            continue
+        outer, general = [], []
+        for axis in range(v.rank):
+            d = rank - v.rank + axis
+            if v.expr in full:
+                general.append(idx[d])
+            else:
+                setup.append(f"f{p}_{axis} = 1 if {p}.shape[{axis}] != 1 else 0")
+                general.append(f"{idx[d]} * f{p}_{axis}")
+        if v.expr not in full:
+            flags.append(f"f{p}_{v.rank - 1}")
+        general_at[p] = f"{p}[{', '.join(general)}]"
+        row = f"{p}[{', '.join(general[:-1])}]" if v.rank > 1 else p
+        if v.expr not in outputs:
+            row = f"np.ascontiguousarray({row})"
+        (rows if v.rank > 1 else setup).append(f"r{p} = {row}")
+        fast_at[p] = f"r{p}[{idx[-1]}]"
+
+    def element(at: dict[str, str]) -> list[str]:
+        lines = []
+        for k, op in enumerate(ops):
+            ins = _inputs(g, lazy, op)
+            exprs = ["" if v is None else v.expr if v.kind in ("scalar", "lazy") else at[name[v.expr]] for v in ins]
+            out = op.outputs[0]
+            dtype = lazy[out].dtype
+            try:
+                value = scalar_expr(op.op_type, op.attrs, [None if v is None else v.dtype for v in ins], dtype, exprs)
+            except NoScalarRule as e:
+                raise NoRule(str(e)) from None
+            # Held in its own dtype, as an array would hold it: int32 arithmetic wraps at 32 bits.
+            lines.append(f"{lazy[out].expr} = {dtype_name(dtype)}({value})")
+            if out in results:
+                lines.append(f"{at[name[results[out].expr]]} = {lazy[out].expr}")
+        return lines
+
+    lines = ['@njit(cache=True, nogil=True, error_model="numpy")',
+             f"def FUNCTION({', '.join(name.values())}):",
+             f'    """{" ".join(op.op_type for op in ops)} over rank {rank}"""']
+    lines += ["    " + line for line in setup]
+    if rank == 0:
+        return "\n".join(lines + ["    " + line for line in element(general_at)])
+    sink_p = name[sink.expr]
+    for d in range(rank - 1):
+        lines.append("    " * (d + 1) + f"for {idx[d]} in range({sink_p}.shape[{d}]):")
+    pad = "    " * rank
+    last = f"for {idx[-1]} in range({sink_p}.shape[{rank - 1}]):"
+    fast = [pad + "    " + line for line in rows] + [pad + "    " + last]
+    fast += [pad + "        " + line for line in element(fast_at)]
+    if flags:
+        lines += [pad + f"if {' and '.join(f'{f} == 1' for f in flags)}:", *fast, pad + "else:", pad + "    " + last]
+        lines += [pad + "        " + line for line in element(general_at)]
+    else:
+        lines += [line[4:] for line in fast]
+    return "\n".join(lines)
+
+
+def _full(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var]) -> set[str]:
+    """Expressions of the arrays sure to have the sink's shape: the sink, and going back from a
+    value of that shape, the only array input of its op when of the same rank (a unary chain)."""
+    rank = results[ops[-1].outputs[0]].rank
+    full = {ops[-1].outputs[0]}
+    for op in reversed(ops):
+        if op.outputs[0] in full:
+            arrays = [(n, v) for n, v in zip(op.inputs, _inputs(g, lazy, op))
+                      if v is not None and v.kind != "scalar" and v.rank > 0]
+            if len(arrays) == 1 and arrays[0][1].rank == rank:
+                full.add(arrays[0][0])
+    exprs = set()
+    for n in full:
+        if n in results or n not in lazy:
+            exprs.add((results.get(n) or g.var(n)).expr)
+    return exprs
