@@ -18,13 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..ir import Graph, Op
 from .emitter import NoRule, Var, dtype_name
-from .scalar import ELEMENTWISE
+from .scalar import ELEMENTWISE, scalar_expr
 from .scalar import NoRule as NoScalarRule
-from .scalar import scalar_expr
 
 # Ops whose element code can raise (integer division by zero, 0 to a negative power): a group holds
 # at most one, so that an error names the right node.
@@ -149,7 +146,7 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
         if v.rank == 0:
             fast_at[p] = general_at[p] = f"{p}[()]"
             continue
-        outer, general = [], []
+        general = []
         for axis in range(v.rank):
             d = rank - v.rank + axis
             if v.expr in full:
