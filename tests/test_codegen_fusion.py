@@ -1,0 +1,82 @@
+"""Elementwise fusion (rnnloop.codegen.fusion): which ops group, and a group that broadcasts."""
+
+from __future__ import annotations
+
+import numpy as np
+from helpers import parse, run, run_fused
+
+import rnnloop
+from rnnloop.codegen import fusion
+from rnnloop.ir import Graph, Op
+from rnnloop.models import lstm_loop
+
+
+def _graph(ops: list[Op], outputs: list[str], inputs=("x", "w")) -> Graph:
+    return Graph("body", inputs=list(inputs), outputs=outputs, ops=ops)
+
+
+def _groups(graph: Graph, fixed=("w",)) -> list[tuple[list[str], set[str]]]:
+    seen, out = set(), []
+    for group in fusion.plan(graph, set(fixed)).values():
+        if id(group) not in seen:
+            seen.add(id(group))
+            out.append(([op.outputs[0] for op in group.ops], group.materialized))
+    return out
+
+
+def test_a_chain_is_one_group_writing_only_what_is_read_outside():
+    ops = [Op("Sigmoid", ["x"], ["a"]), Op("Mul", ["a", "w"], ["b"]), Op("Tanh", ["b"], ["c"]),
+           Op("Add", ["c", "a"], ["d"])]
+    assert _groups(_graph(ops, ["d", "b"])) == [(["a", "b", "c", "d"], {"b", "d"})]
+
+
+def test_ops_of_fixed_values_stay_out():
+    ops = [Op("Neg", ["w"], ["nw"]), Op("Add", ["x", "nw"], ["a"]), Op("Exp", ["a"], ["b"])]
+    assert _groups(_graph(ops, ["b"])) == [(["a", "b"], {"b"})]
+
+
+def test_no_group_when_a_member_is_read_before_the_sink():
+    # 'm' (not elementwise) reads 'a' and comes before the sink 'c', which reads 'm': one nest at
+    # the sink would compute 'a' too late.
+    ops = [Op("Sigmoid", ["x"], ["a"]), Op("MatMul", ["a", "w"], ["m"]), Op("Tanh", ["a"], ["b"]),
+           Op("Add", ["b", "m"], ["c"])]
+    assert _groups(_graph(ops, ["c"])) == []
+
+
+def test_no_group_with_two_sinks_or_two_ops_that_can_raise():
+    two_sinks = [Op("Sigmoid", ["x"], ["a"]), Op("Tanh", ["a"], ["b"]), Op("Exp", ["a"], ["c"])]
+    assert _groups(_graph(two_sinks, ["b", "c"])) == []
+    two_divisions = [Op("Div", ["x", "w"], ["a"]), Op("Mod", ["a", "w"], ["b"])]
+    assert _groups(_graph(two_divisions, ["b"])) == []
+
+
+def test_the_lstm_gates_are_one_nest():
+    model, _ = lstm_loop(batch=1, input_size=4, hidden=8, steps=3)
+    [(_, source)] = rnnloop.load(model).kernel_sources()
+    assert '"""Sigmoid Sigmoid Sigmoid Tanh Mul Mul Add Tanh Mul over rank 2"""' in source
+
+
+BROADCAST = parse("""
+fuse (int64 M, float[1, 4] x0, float[3, 4] s) => (float[1, 4] x_final, float[M, 1, 4] a_seq, float[M, 3, 4] y_seq) {
+    x_final, a_seq, y_seq = Loop(M, "", x0) <body = body (int64 i, bool c, float[1, 4] x) => (bool c_out, float[1, 4] x_next, float[1, 4] a, float[3, 4] y) {
+        c_out = Identity(c)
+        a = Sigmoid(x)
+        y = Mul(a, s)
+        x_next = Identity(a)
+    }>
+}
+""")
+
+
+def test_a_member_smaller_than_the_sink_is_written_once_per_broadcast_row(backend):
+    # Sigmoid's [1, 4] result is materialized (a scan output, and the next state) while the nest
+    # runs over Mul's [3, 4]: its row is recomputed three times and must come out the same.
+    feeds = {"M": np.array(3), "x0": np.linspace(-2, 2, 4, dtype=np.float32)[None],
+             "s": np.arange(12, dtype=np.float32).reshape(3, 4)}
+    if backend == "numba":
+        [(_, source)] = rnnloop.load(BROADCAST).kernel_sources()
+        assert "Sigmoid Mul over rank 2" in source
+    got = run_fused(BROADCAST, feeds, backend)
+    want = run(BROADCAST, feeds, backend="interp")
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
