@@ -136,10 +136,12 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
     idx = [f"i{d}" for d in range(rank)]
     name = {v.expr: f"p{k}" for k, v in enumerate(arrays)}
     full = _full(g, ops, lazy, results)
-    outputs = {v.expr for v in results.values()}
-    # The fast path reads rows: np.ascontiguousarray of a row whose elements are adjacent is a view
-    # that Numba types as contiguous, so the inner loop vectorises even over a column slice of a
-    # larger array (an LSTM's gates are four column blocks of one product). Our buffers are C-order.
+    # The fast path must see arrays Numba types as C-contiguous for the inner loop to vectorise.
+    # Buffers and carried state are (np.empty, np.ascontiguousarray), and are indexed directly;
+    # other arrays (views, inputs) are read by rows through np.ascontiguousarray, a view when the
+    # row's elements are adjacent (an LSTM's gates are four column blocks of one product). A row
+    # view costs reference counting, so it is not taken when not needed (a tiny loop feels it).
+    contiguous = {v.expr for v in arrays if v.kind in ("buffer", "state")} | {v.expr for v in results.values()}
     setup, rows, flags, fast_at, general_at = [], [], [], {}, {}
     for v in arrays:
         p = name[v.expr]
@@ -157,11 +159,12 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
         if v.expr not in full:
             flags.append(f"f{p}_{v.rank - 1}")
         general_at[p] = f"{p}[{', '.join(general)}]"
-        row = f"{p}[{', '.join(general[:-1])}]" if v.rank > 1 else p
-        if v.expr not in outputs:
-            row = f"np.ascontiguousarray({row})"
-        (rows if v.rank > 1 else setup).append(f"r{p} = {row}")
-        fast_at[p] = f"r{p}[{idx[-1]}]"
+        if v.expr in contiguous:
+            fast_at[p] = f"{p}[{', '.join(general[:-1] + [idx[-1]])}]"
+        else:
+            row = f"np.ascontiguousarray({p}[{', '.join(general[:-1])}])" if v.rank > 1 else f"np.ascontiguousarray({p})"
+            (rows if v.rank > 1 else setup).append(f"r{p} = {row}")
+            fast_at[p] = f"r{p}[{idx[-1]}]"
 
     def element(at: dict[str, str]) -> list[str]:
         lines = []
