@@ -11,7 +11,8 @@ import numpy as np
 from ..errors import FallbackWarning, RunError
 from ..interp.graph import Options
 from ..interp.loop import run_loop, single_value
-from ..ir import Loop, TensorType
+from ..interp.sequence_ops import RowSequence
+from ..ir import Loop, SequenceType, TensorType
 from .cache import load_source
 from .kernel import STATUS_SIZE, KernelModule, generate
 
@@ -39,8 +40,12 @@ class FusedLoop:
         ranks_added = [0] * loop.n_carried + [0 if s.keep_axis else 1 for s in loop.sliced]
         ranks_added += [0] * (len(body_inputs) - len(ranks_added))
         self.expected = []
-        for name, added in zip(body_inputs, ranks_added):
+        self.sequences = []  # positions of carried sequences: passed stacked, returned as lists
+        for k, (name, added) in enumerate(zip(body_inputs, ranks_added)):
             t = loop.body.type_of(name)
+            if isinstance(t, SequenceType):  # passed stacked: one more axis than an element
+                t, added = t.elem, 1
+                self.sequences.append(k)
             ok = isinstance(t, TensorType) and t.dtype is not None and t.shape is not None
             self.expected.append((t.dtype, len(t.shape) + added) if ok else None)
         self.fallbacks = 0
@@ -57,22 +62,22 @@ class FusedLoop:
         return self._function
 
     def __call__(self, op: Loop, values: list[Any], options: Options) -> tuple:
-        arrays = values[2:]
+        arrays = list(values[2:])
+        for k in self.sequences:  # a sequence whose elements share one shape goes in stacked
+            arrays[k] = _stacked(arrays[k], *self.expected[k])
         if not self._fits(arrays):
-            if not self.fallbacks:
-                warnings.warn(f"{op.where()}: inputs of other dtypes or ranks than the model declares "
-                              f"({_describe(arrays)}); this loop runs in the interpreter", FallbackWarning,
-                              stacklevel=2)
-            self.fallbacks += 1
-            return run_loop(op, values, options)
+            return self._interpret(op, values, options, "inputs of other dtypes or ranks than the model "
+                                   f"declares ({_describe(values[2:])})")
         trip = -1 if values[0] is None else max(int(single_value(op, values[0], "trip count")), 0)
         cond = True if values[1] is None else bool(single_value(op, values[1], "condition"))
         cap = -1 if options.max_iterations is None else int(options.max_iterations)
         status = np.zeros(STATUS_SIZE, np.int64)
         function = self.compile()
         try:
-            return function(status, cap, trip, cond, *arrays, *self.kernel.constants)
+            results = function(status, cap, trip, cond, *arrays, *self.kernel.constants)
         except Exception as e:
+            if int(status[0]) in self.kernel.fallbacks:
+                return self._interpret(op, values, options, self.kernel.error(status, e))
             if debug_level() >= 2:
                 raise
             message = self.kernel.error(status, e)
@@ -80,10 +85,34 @@ class FusedLoop:
                 raise RunError(message) from None
             raise RunError(f"{op.where()}: the fused kernel failed ({type(e).__name__}: {e}); "
                            "run with backend='interp' to compare, and please report it") from e
+        if self.sequences:
+            results = tuple(RowSequence(r) if k in self.sequences else r for k, r in enumerate(results))
+        return results
+
+    def _interpret(self, op: Loop, values: list[Any], options: Options, why: str) -> tuple:
+        """Run this call in the interpreter, warning the first time."""
+        if not self.fallbacks:
+            warnings.warn(f"{op.where()}: {why}; this loop runs in the interpreter", FallbackWarning,
+                          stacklevel=3)
+        self.fallbacks += 1
+        return run_loop(op, values, options)
 
     def _fits(self, arrays: list[Any]) -> bool:
         return all(isinstance(value, np.ndarray) and (value.dtype, value.ndim) == expected
                    for value, expected in zip(arrays, self.expected))
+
+
+def _stacked(sequence: Any, dtype: np.dtype, rank: int) -> Any:
+    """A list of arrays of one dtype and shape as one array of `rank` (empty: all sizes 0); else
+    as it is, for _fits to refuse."""
+    if not isinstance(sequence, list):
+        return sequence
+    if not sequence:
+        return np.empty((0,) * rank, dtype)
+    first = sequence[0]
+    if all(isinstance(v, np.ndarray) and v.dtype == dtype and v.shape == first.shape for v in sequence):
+        return np.stack(sequence)
+    return sequence
 
 
 def _describe(values: list[Any]) -> str:

@@ -62,6 +62,36 @@ def broadcast_dims(g: LoopGen, op: Op, arrays: list[Var], rank: int) -> list[str
     return dims
 
 
+@emits("SequenceInsert")
+def emit_sequence_insert(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """Append to a carried sequence (kernel._carried_sequence): grow its storage when full, write
+    the element in the next row. Elements of another shape than the first send the loop back to the
+    interpreter, which holds sequences of any shapes."""
+    if op.inputs[0] not in g.sequences:
+        raise NoRule("SequenceInsert is compiled only as the append to a carried sequence")
+    store, count, elem = g.sequences[op.inputs[0]]
+    x = ins[1]
+    rank = 0 if x.kind == "scalar" else x.rank
+    if x.dtype != elem.dtype or rank != len(elem.shape):
+        raise NoRule(f"the element is {x.dtype} of rank {rank}, the sequence holds {elem}")
+    shape = shape_tuple([x.dim(a) for a in range(rank)])
+    g.fail_if(f"{count} > 0 and {store}.shape[1:] != {shape}", op,
+              "the sequence's elements change shape at iteration {t}; the fused kernel holds elements "
+              "of one shape", fallback=True)
+    emit = g.body
+    with emit.block(f"if {count} == {store}.shape[0]:"):
+        grown = emit.fresh("grown")
+        emit(f"{grown} = np.empty((max(2 * {count}, 16),) + {shape}, {dtype_name(elem.dtype)})")
+        emit(f"_r.put({grown}[:{count}], {store})")
+        emit(f"{store} = {grown}")
+    if rank == 0:
+        emit(f"{store}[{count}] = {x.expr if x.kind == 'scalar' else x.item()}")
+    else:
+        emit(f"_r.put({store}[{count}], {x.expr})")
+    emit(f"{count} += 1")
+    return [Var(store, elem.dtype, rank + 1, "sequence")]
+
+
 @emits("Identity")
 def emit_identity(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     """The same value under a new name: no code."""

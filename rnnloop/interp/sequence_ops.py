@@ -9,6 +9,17 @@ from .args import as_axis, as_int, as_ints
 from .registry import interprets
 
 
+class RowSequence(list):
+    """A sequence whose tensors are the rows of one array, as a fused loop that appends to a
+    sequence returns it: a list of the row views that also keeps the array, so that joining the
+    tensors again (ConcatFromSequence) is one copy. Ops never modify a sequence in place (they make
+    new lists), so the rows stay what the list holds."""
+
+    def __init__(self, rows: np.ndarray):
+        super().__init__(rows)
+        self.rows = rows
+
+
 def _position(seq: list, position, end: int) -> int:
     """A position checked against [-len(seq), len(seq) - 1 + end], made non-negative."""
     n = len(seq)
@@ -74,15 +85,25 @@ def run_concatfromsequence(input_sequence: list, *, axis: int, new_axis: int = 0
         raise OpError("cannot concatenate an empty sequence: its result has no known shape")
     first = input_sequence[0]
     axis = as_axis(axis, first.ndim + (1 if new_axis else 0))
+    if isinstance(input_sequence, RowSequence):
+        stacked = np.array(np.moveaxis(input_sequence.rows, 0, axis))  # a C-ordered copy
+        if new_axis:
+            return stacked
+        shape = stacked.shape  # concatenating merges the stacking axis into the next one
+        return stacked.reshape(shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:])
+    if all(x.dtype == first.dtype for x in input_sequence):  # NumPy would promote mixed dtypes
+        try:
+            return (np.stack if new_axis else np.concatenate)(input_sequence, axis=axis)
+        except ValueError:
+            pass
+    # Only to name the culprit: the first tensor that does not match the first one.
     def fixed(shape: tuple) -> tuple:  # the dimensions that must agree
         return shape if new_axis else shape[:axis] + shape[axis + 1:]
 
-    for x in input_sequence:
-        if x.dtype != first.dtype or x.ndim != first.ndim or fixed(x.shape) != fixed(first.shape):
-            raise OpError(f"tensors {first.dtype}{list(first.shape)} and {x.dtype}{list(x.shape)} cannot be "
-                          f"{'stacked' if new_axis else 'concatenated'} along axis {axis}")
-    join = np.stack if new_axis else np.concatenate
-    return join(input_sequence, axis=axis)
+    x = next(x for x in input_sequence
+             if x.dtype != first.dtype or x.ndim != first.ndim or fixed(x.shape) != fixed(first.shape))
+    raise OpError(f"tensors {first.dtype}{list(first.shape)} and {x.dtype}{list(x.shape)} cannot be "
+                  f"{'stacked' if new_axis else 'concatenated'} along axis {axis}")
 
 
 @interprets("SplitToSequence")
