@@ -48,10 +48,7 @@ def test_fused_cells_compute_what_onnxruntimes_native_op_computes(name):
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_native_op_models_run_the_same_under_rnnloop(cell):
     model, feeds = MODELS[f"{cell}_native"](**SIZES)
-    try:
-        session = rnnloop.load(model, backend="interp")
-    except rnnloop.UnsupportedModelError:
-        pytest.xfail(f"rnnloop does not convert ONNX's {cell.upper()} op yet")
+    session = rnnloop.load(model, backend="interp")
     assert_same(session.run(None, feeds), run_onnxruntime(model, feeds), rtol=1e-5, atol=1e-5)
 
 
