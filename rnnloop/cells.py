@@ -159,15 +159,18 @@ class _Cell:
     def gru(self, h, x, wt, rt, bias, rbh):
         b, hidden = self.b, self.spec.hidden
         xz, xr, xh = self.split(b.op1("Add", b.op1("MatMul", x, wt), bias), 3)
-        two = b.constant(np.array([2 * hidden, hidden], np.int64))
-        rt_zr, rt_h = b.op("Split", [rt, two], 2, axis=1)
-        hz, hr = self.split(b.op1("MatMul", h, rt_zr), 2)
+        if rbh is not None:  # r * (h Rh^T + Rbh): one product with all of R per step
+            hz, hr, hh = self.split(b.op1("MatMul", h, rt), 3)
+        else:  # (r * h) Rh^T needs r first: the z and r columns, then the h ones
+            two = b.constant(np.array([2 * hidden, hidden], np.int64))
+            rt_zr, rt_h = b.op("Split", [rt, two], 2, axis=1)
+            hz, hr = self.split(b.op1("MatMul", h, rt_zr), 2)
         z = self.act(0, b.op1("Add", xz, hz))
         r = self.act(0, b.op1("Add", xr, hr))
-        if rbh is None:  # (r * h) Rh^T
+        if rbh is None:
             hh = b.op1("MatMul", b.op1("Mul", r, h), rt_h)
-        else:  # r * (h Rh^T + Rbh)
-            hh = b.op1("Mul", r, b.op1("Add", b.op1("MatMul", h, rt_h), rbh))
+        else:
+            hh = b.op1("Mul", r, b.op1("Add", hh, rbh))
         n = self.act(1, b.op1("Add", xh, hh))
         # h_next = (1 - z) * n + z * h
         return b.op1("Add", b.op1("Mul", b.op1("Sub", self.const(1.0), z), n), b.op1("Mul", z, h))
