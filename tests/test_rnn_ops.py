@@ -183,3 +183,39 @@ def test_an_unknown_activation_is_rejected_at_load_by_name():
     model, _ = build("RNN", 3, activations=["Swish"])
     with pytest.raises(rnnloop.UnsupportedModelError, match=r"RNN .*activation 'Swish'"):
         rnnloop.load(model)
+
+
+def test_a_two_layer_model_as_torch_exports_it(backend):
+    """Embedding (Gather), a bidirectional LSTM, its Y reshaped to [steps, batch, 2*hidden], a GRU,
+    then Linear and LogSoftmax: one node per layer, as torch.onnx.export writes it."""
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(3)
+    vocab, emb, hidden, steps, batch = 11, 6, 5, 7, 2
+    init = {"E": rng.standard_normal((vocab, emb)), "W1": 0.4 * rng.standard_normal((2, 4 * hidden, emb)),
+            "R1": 0.4 * rng.standard_normal((2, 4 * hidden, hidden)), "B1": 0.2 * rng.standard_normal((2, 8 * hidden)),
+            "W2": 0.4 * rng.standard_normal((1, 3 * hidden, 2 * hidden)),
+            "R2": 0.4 * rng.standard_normal((1, 3 * hidden, hidden)), "B2": 0.2 * rng.standard_normal((1, 6 * hidden)),
+            "L": rng.standard_normal((hidden, vocab)), "Lb": rng.standard_normal(vocab)}
+    tensors = [helper.make_tensor(k, TensorProto.FLOAT, v.shape, v.astype(np.float32).ravel()) for k, v in init.items()]
+    tensors += [helper.make_tensor("shape", TensorProto.INT64, [3], [0, 0, -1]),
+                helper.make_tensor("axis1", TensorProto.INT64, [1], [1])]
+    nodes = [
+        helper.make_node("Gather", ["E", "tokens"], ["x"]),
+        helper.make_node("LSTM", ["x", "W1", "R1", "B1"], ["y1"], hidden_size=hidden, direction="bidirectional"),
+        helper.make_node("Transpose", ["y1"], ["y1t"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["y1t", "shape"], ["x2"]),
+        helper.make_node("GRU", ["x2", "W2", "R2", "B2"], ["y2", "h2"], hidden_size=hidden, linear_before_reset=1),
+        helper.make_node("Squeeze", ["y2", "axis1"], ["y2s"]),
+        helper.make_node("MatMul", ["y2s", "L"], ["logits0"]),
+        helper.make_node("Add", ["logits0", "Lb"], ["logits"]),
+        helper.make_node("LogSoftmax", ["logits"], ["out"], axis=-1),
+    ]
+    graph = helper.make_graph(nodes, "two_layers", [helper.make_tensor_value_info("tokens", TensorProto.INT64, [steps, batch])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("h2", TensorProto.FLOAT, None)], tensors)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=IR_VERSION)
+    feeds = {"tokens": rng.integers(0, vocab, (steps, batch))}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = load_fused(model, backend).run(None, feeds)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
