@@ -17,7 +17,9 @@ from .builder import Builder
 from .errors import UnsupportedModelError
 from .ir import Graph, TensorType
 
-# Activation functions ONNX's recurrent ops accept, and the defaults of their alpha and beta.
+# Activation functions ONNX's recurrent ops accept, and the defaults of their alpha and beta: those
+# of the ONNX operators of the same name; the spec gives none for Affine and ScaledTanh, whose
+# defaults here (1 and 0, 1 and 1) make them the identity and plain tanh.
 ACTIVATION_DEFAULTS: dict[str, tuple[float | None, float | None]] = {
     "Relu": (None, None), "Tanh": (None, None), "Sigmoid": (None, None), "Softsign": (None, None),
     "Softplus": (None, None), "LeakyRelu": (0.01, None), "ThresholdedRelu": (1.0, None),

@@ -97,14 +97,12 @@ def _qualify(ops: list[Op], readers: dict[str, list[Op]], position: dict[int, in
 def emit(g, ops: list[Op], materialized: set[str]) -> dict[str, Var]:
     """Emit `ops` (a Group's, or one elementwise op) as one loop nest; returns the materialized
     values. `g` is the LoopGen; each op's output shape is computed and checked in the body first."""
-    from .rules import broadcast_dims
-
     lazy: dict[str, Var] = {}  # every member's element: expr is its local name in the nest
     results: dict[str, Var] = {}  # the materialized members' buffers
     for k, op in enumerate(ops):
         present = [v for v in _inputs(g, lazy, op) if v is not None]
         dtype, rank = g.out_type(op.outputs[0], max(v.rank for v in present))
-        dims = broadcast_dims(g, op, [v for v in present if v.kind != "scalar"], rank)
+        dims = _broadcast_dims(g, op, [v for v in present if v.kind != "scalar"], rank)
         name = op.outputs[0]
         lazy[name] = Var(f"e{k}", dtype, rank, "lazy", tuple(dims))
         if name in materialized:
@@ -118,6 +116,24 @@ def emit(g, ops: list[Op], materialized: set[str]) -> dict[str, Var]:
         g.mark(raising[0])  # integer division by zero raises inside the helper
     g.body(f"{function}({', '.join(arrays)})")
     return results
+
+
+def _broadcast_dims(g, op: Op, arrays: list[Var], rank: int) -> list[str]:
+    """Expressions of the broadcast output dims, checked: NumPy's rules, axis by axis from the right."""
+    dims = []
+    for d in range(rank):
+        sizes = [v.dim(v.rank - rank + d) for v in arrays if v.rank - rank + d >= 0]
+        if len(sizes) == 1:
+            dims.append(sizes[0])
+            continue
+        dim = g.body.fresh(f"d{d}")
+        expr = sizes[0]
+        for size in sizes[1:]:
+            expr = f"_r.broadcast_dim({expr}, {size})"
+        g.body(f"{dim} = {expr}")
+        g.fail_if(f"{dim} < 0", op, f"the input shapes do not broadcast (axis {d} of the output)")
+        dims.append(dim)
+    return dims
 
 
 def _inputs(g, lazy: dict[str, Var], op: Op) -> list[Var | None]:

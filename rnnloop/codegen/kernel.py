@@ -392,8 +392,9 @@ def _carried_sequence(g: LoopGen, name: str, nxt: str, params: list[str], outerm
     t = g.graph.type_of(name)
     elem = t.elem
     users = [op for op in g.graph.ops if name in op.inputs]
-    appends = (len(users) == 1 and users[0].op_type == "SequenceInsert" and users[0].inputs == [name, users[0].inputs[1]]
-               and users[0].inputs[1] not in ("", name) and users[0].outputs[0] == nxt
+    insert = users[0] if len(users) == 1 else None
+    appends = (insert is not None and insert.op_type == "SequenceInsert" and len(insert.inputs) == 2
+               and insert.inputs[0] == name and insert.inputs[1] not in ("", name) and insert.outputs[0] == nxt
                and not any(nxt in op.inputs for op in g.graph.ops) and g.graph.outputs.count(nxt) == 1)
     if not appends:
         raise NoRule(f"carried sequence '{name}' is compiled only when the body appends to it "

@@ -44,24 +44,6 @@ def emit_elementwise(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     return [fusion.emit(g, [op], {op.outputs[0]})[op.outputs[0]]]
 
 
-def broadcast_dims(g: LoopGen, op: Op, arrays: list[Var], rank: int) -> list[str]:
-    """Expressions of the broadcast output dims, checked: NumPy's rules, axis by axis from the right."""
-    dims = []
-    for d in range(rank):
-        sizes = [v.dim(v.rank - rank + d) for v in arrays if v.rank - rank + d >= 0]
-        if len(sizes) == 1:
-            dims.append(sizes[0])
-            continue
-        dim = g.body.fresh(f"d{d}")
-        expr = sizes[0]
-        for size in sizes[1:]:
-            expr = f"_r.broadcast_dim({expr}, {size})"
-        g.body(f"{dim} = {expr}")
-        g.fail_if(f"{dim} < 0", op, f"the input shapes do not broadcast (axis {d} of the output)")
-        dims.append(dim)
-    return dims
-
-
 @emits("SequenceInsert")
 def emit_sequence_insert(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     """Append to a carried sequence (kernel._carried_sequence): grow its storage when full, write
