@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from .ir import (
     format_graph,
     iter_ops,
 )
+from .passes import fold_constants
 from .plan import plan_graph
 from .verify import verify
 
@@ -58,11 +60,11 @@ class Session:
     def __init__(self, graph: Graph, *, backend: str = "numba", strict: bool = False,
                  max_iterations: int | None = None):
         verify(graph)
-        self.graph = graph
+        self.graph = graph = fold_constants(graph)
         self.backend = backend
         self.plans = plan_graph(graph, backend, strict)
         # Arrays a run may hand back without computing them: results must never alias these.
-        self._constants = [c for g in _graphs(graph) for c in g.constants.values() if isinstance(c, np.ndarray)]
+        self._constants = _Memory(c for g in _graphs(graph) for c in g.constants.values() if isinstance(c, np.ndarray))
         if max_iterations is None and os.environ.get("RNNLOOP_MAX_ITERATIONS"):
             max_iterations = int(os.environ["RNNLOOP_MAX_ITERATIONS"])
         kernels = {id(p.op): p.fused for p in self.plans if p.fused is not None}
@@ -87,7 +89,7 @@ class Session:
         by_name = dict(zip(graph.outputs, outputs))
         # A result that shares memory with a constant or a feed (an Identity of it, a loop that ran zero
         # times) is copied, so the caller owns every result and a later run never changes it.
-        shared = self._constants + [a for a in _arrays(args)]
+        shared = [self._constants, _Memory(_arrays(args))]
         return [_own(by_name[n], shared) for n in wanted]
 
     def explain(self) -> str:
@@ -118,9 +120,42 @@ def _arrays(values: Any):
             yield from _arrays(v)
 
 
-def _own(value: Any, shared: list[np.ndarray]) -> Any:
+def _span(array: np.ndarray) -> tuple[int, int] | None:
+    """The bytes [lo, hi) an array's elements lie in; None when it has none."""
+    if array.size == 0:
+        return None
+    lo = hi = array.__array_interface__["data"][0]
+    for n, stride in zip(array.shape, array.strides):
+        lo, hi = lo + min(0, (n - 1) * stride), hi + max(0, (n - 1) * stride)
+    return lo, hi + array.itemsize
+
+
+class _Memory:
+    """The memory of some arrays, merged into disjoint spans: asks whether an array may overlap it
+    as np.may_share_memory does (by bounds), in time logarithmic in the number of arrays."""
+
+    def __init__(self, arrays):
+        spans = sorted(s for s in map(_span, arrays) if s is not None)
+        merged: list[list[int]] = []
+        for lo, hi in spans:
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        self.starts = [lo for lo, _ in merged]
+        self.ends = [hi for _, hi in merged]
+
+    def overlaps(self, array: np.ndarray) -> bool:
+        span = _span(array)
+        if span is None:
+            return False
+        k = bisect.bisect_left(self.starts, span[1]) - 1  # the last span starting before this one ends
+        return k >= 0 and self.ends[k] > span[0]
+
+
+def _own(value: Any, shared: list[_Memory]) -> Any:
     if isinstance(value, np.ndarray):
-        return value.copy() if any(np.may_share_memory(value, s) for s in shared) else value
+        return value.copy() if any(m.overlaps(value) for m in shared) else value
     if isinstance(value, list):
         return [_own(v, shared) for v in value]
     return value

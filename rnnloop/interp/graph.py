@@ -30,6 +30,8 @@ class _Step:
     op: Op
     run: Callable
     dies: frozenset[str]  # inputs whose last use in the graph is this op
+    control: bool  # a loop or a branch: runs with the options (a fused kernel, maybe)
+    fresh: bool  # its output is a list no other value shares
 
 
 @dataclass
@@ -59,7 +61,8 @@ def _plan_steps(graph: Graph) -> list[_Step]:
     steps = []
     for index, op in enumerate(graph.ops):
         dies = frozenset(n for n in op.inputs if n and last_use[n] == index and n not in kept)
-        steps.append(_Step(op, _runner(op), dies))
+        run = _runner(op)
+        steps.append(_Step(op, run, dies, run is run_if or isinstance(op, Loop), op.op_type in FRESH_LIST_OPS))
     return steps
 
 
@@ -89,9 +92,10 @@ def run_graph(graph: Graph, args: Sequence[Any], options: Options,
     for step in plan.steps:
         op = step.op
         values = [env[n] if n else None for n in op.inputs]
-        if op.op_type == "SequenceInsert" and op.inputs[0] in mine and op.inputs[0] in step.dies:
+        owns_first = bool(mine) and bool(op.inputs) and op.inputs[0] in mine and op.inputs[0] in step.dies
+        if owns_first and op.op_type == "SequenceInsert":
             result = _insert_in_place(op, *values)
-        elif step.run is run_if or isinstance(op, Loop):
+        elif step.control:
             run = options.kernels.get(id(op), step.run)
             result = run(op, values, options)
         else:
@@ -102,9 +106,9 @@ def run_graph(graph: Graph, args: Sequence[Any], options: Options,
         for name, value in zip(op.outputs, results):
             if name:
                 env[name] = value
-        handed_on = op.op_type == "Identity" and op.inputs[0] in mine and op.inputs[0] in step.dies
-        mine -= step.dies
-        if op.op_type in FRESH_LIST_OPS or handed_on:
+        if mine:
+            mine -= step.dies
+        if step.fresh or (owns_first and op.op_type == "Identity"):
             mine.add(op.outputs[0])
     outputs = [env[n] for n in graph.outputs]
     seen: set[str] = set()
@@ -126,6 +130,11 @@ def _insert_in_place(op: Op, seq: list, tensor: Any, position: Any = None) -> li
                        "for a sequence of that length")
     seq.insert(index if index >= 0 else index + len(seq), tensor)
     return seq
+
+
+def run_op(op: Op, values: list[Any]) -> Any:
+    """Run one op that is neither a loop nor a branch on its input values."""
+    return _call(_runner(op), op, values)
 
 
 def _call(fn: Callable, op: Op, values: list[Any]) -> Any:

@@ -1,0 +1,55 @@
+"""Rewrites of a verified IR graph before planning: small, separate, each named for what it does."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .errors import RnnloopError
+from .interp.graph import run_op
+from .ir import Graph, Loop
+
+# A folded result may outgrow its inputs (Expand, Tile, ConstantOfShape) by this much at most:
+# beyond it, the session would hold memory that a run allocates only while it needs it.
+FOLD_GROWTH_BYTES = 1 << 20
+
+
+def fold_constants(graph: Graph) -> Graph:
+    """The graph with every top-level op whose inputs are all constants run once, now.
+
+    Lowering an LSTM node transposes, reorders and sums its weights before the loop; with the
+    weights in the model, that is work every run would otherwise repeat. Loops, branches and
+    sequence results stay as they are, and so does an op that fails on its constants: running it
+    reports the error with the run's context, as before.
+    """
+    constants = dict(graph.constants)
+    ops = []
+    for op in graph.ops:
+        result = _fold(op, constants) if op.inputs and not op.subgraphs and not isinstance(op, Loop) else None
+        if result is None:
+            ops.append(op)
+        else:
+            constants.update((name, value) for name, value in zip(op.outputs, result) if name)
+    if len(ops) == len(graph.ops):
+        return graph
+    return dataclasses.replace(graph, ops=ops, constants=constants)
+
+
+def _fold(op, constants: dict) -> list[np.ndarray] | None:
+    values = [constants.get(n) if n else None for n in op.inputs]
+    if any(n and not isinstance(v, np.ndarray) for n, v in zip(op.inputs, values)):
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            result = run_op(op, values)
+    except RnnloopError:
+        return None
+    results = list(result) if isinstance(result, tuple) else [result]
+    if len(results) < len(op.outputs) or not all(isinstance(r, np.ndarray) for r in results):
+        return None
+    given = sum(v.nbytes for v in values if v is not None)
+    if sum(r.nbytes for r in results) > given + FOLD_GROWTH_BYTES:
+        return None
+    # Contiguous copies: a view would keep its base alive and hand kernels a strided layout.
+    return [r.copy() if r.base is not None or not r.flags.c_contiguous else r for r in results]

@@ -1,0 +1,84 @@
+"""IR rewrites between lowering and planning: constant folding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import parse
+
+import rnnloop
+from rnnloop.frontends.onnx import convert_model
+from rnnloop.passes import FOLD_GROWTH_BYTES, fold_constants
+
+
+def _ops(model) -> list[str]:
+    return [op.op_type for op in rnnloop.load(model, backend="interp").graph.ops]
+
+
+def test_ops_on_constants_run_once_at_load_and_ops_on_inputs_stay():
+    model = parse("""
+    fold (float[2, 3] x) => (float[2, 3] y) {
+        w = Constant <value = float[3, 2] {1, 2, 3, 4, 5, 6}> ()
+        wt = Transpose <perm = [1, 0]> (w)
+        twice = Add(wt, wt)
+        y = Mul(x, twice)
+    }""")
+    assert _ops(model) == ["Mul"]
+    session = rnnloop.load(model, backend="interp")
+    folded = session.graph.constants[session.graph.ops[0].inputs[1]]
+    assert folded.flags.c_contiguous and folded.base is None  # a copy, not a view of w
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], [[2, 6, 10], [4, 8, 12]])
+
+
+def test_an_onnx_lstm_with_weights_in_the_model_prepares_them_at_load():
+    from rnnloop.models import lstm_native
+    ops = _ops(lstm_native(1, 4, 8, 3)[0])
+    assert "Transpose" not in ops and "Split" not in ops and "Add" not in ops
+    assert ops.count("Loop") == 1
+
+
+def test_an_op_that_fails_on_its_constants_still_fails_at_run_with_its_name():
+    model = parse("""
+    bad (float[2] x) => (float[2] y) {
+        shape = Constant <value = int64[1] {3}> ()
+        c = Constant <value = float[2] {1, 2}> ()
+        r = Reshape(c, shape)
+        y = Add(x, r)
+    }""", check=False)
+    session = rnnloop.load(model, backend="interp")
+    assert [op.op_type for op in session.graph.ops] == ["Reshape", "Add"]
+    with pytest.raises(rnnloop.RunError, match="Reshape"):
+        session.run(None, {"x": np.zeros(2, np.float32)})
+
+
+def test_a_result_much_larger_than_its_inputs_is_not_folded():
+    n = 2 * FOLD_GROWTH_BYTES // 4
+    model = parse(f"""
+    grow (float[1] x) => (float[{n}] y) {{
+        shape = Constant <value = int64[1] {{{n}}}> ()
+        big = ConstantOfShape <value = float[1] {{1}}> (shape)
+        y = Add(x, big)
+    }}""")
+    assert _ops(model) == ["ConstantOfShape", "Add"]
+
+
+def test_a_graph_without_foldable_ops_is_returned_as_it_is():
+    graph = convert_model(parse("""
+    plain (float[2] x) => (float[2] y) {
+        y = Add(x, x)
+    }"""))
+    assert fold_constants(graph) is graph
+
+
+def test_a_folded_output_is_a_copy_the_caller_owns():
+    model = parse("""
+    out (float[2] x) => (float[2] y, float[2] z) {
+        c = Constant <value = float[2] {1, 2}> ()
+        y = Neg(c)
+        z = Add(x, c)
+    }""")
+    session = rnnloop.load(model, backend="interp")
+    y, _ = session.run(None, {"x": np.zeros(2, np.float32)})
+    y[:] = 7
+    np.testing.assert_array_equal(session.run(None, {"x": np.zeros(2, np.float32)})[0], [-1, -2])
