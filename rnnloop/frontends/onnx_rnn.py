@@ -154,8 +154,11 @@ def _outputs(n, ys: list[str], finals: list[list[str]], layout: int) -> None:
 
     def join(parts: list[str], axis: int, name: str, perm: list[int]) -> None:
         axes = b.constant(np.array([axis], np.int64))
+        if len(parts) == 1 and not layout:
+            b.op("Unsqueeze", [parts[0], axes], [name])
+            return
         parts = [b.op1("Unsqueeze", p, axes) for p in parts]
-        joined = b.op1("Concat", *parts, axis=axis)
+        joined = parts[0] if len(parts) == 1 else b.op1("Concat", *parts, axis=axis)
         b.op("Transpose" if layout else "Identity", [joined], [name], **({"perm": perm} if layout else {}))
 
     if wanted[0]:

@@ -19,6 +19,8 @@ _REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.m
 def _indices(indices: np.ndarray, size: int, what: str) -> np.ndarray:
     """Indices checked against [-size, size-1], negative ones counted from the back."""
     indices = np.asarray(indices, dtype=np.int64)
+    if indices.ndim == 0 and -size <= indices < size:  # the common case, without the array checks
+        return indices + size if indices < 0 else indices
     if indices.size and (indices.min() < -size or indices.max() >= size):
         bad = indices[(indices < -size) | (indices >= size)].reshape(-1)[0]
         raise OpError(f"{what} {bad} is outside [{-size}, {size - 1}] for an axis of size {size}")
