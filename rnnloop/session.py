@@ -208,13 +208,18 @@ def _check_value(name: str, value: Any, t: Type | None) -> Any:
 
 def load(model: Any, *, backend: str = "numba", strict: bool = False, base_dir: str | None = None,
          max_iterations: int | None = None) -> Session:
-    """Load an ONNX model (path, bytes or ModelProto) into a Session.
+    """Load a model into a Session: ONNX (a path, bytes or a ModelProto) or OpenVINO IR (the path of
+    its .xml, with the .bin beside it).
 
     `backend` "numba" runs each loop it can as one compiled kernel and the rest in the interpreter,
     warning once per such loop (an error with `strict=True`); "interp" interprets everything.
     `max_iterations` (or RNNLOOP_MAX_ITERATIONS) stops any loop that runs longer with an error;
     `base_dir` locates external data of a model given as bytes or a ModelProto.
     """
-    from .frontends.onnx import convert_model, read_model
-    return Session(convert_model(read_model(model, base_dir)), backend=backend, strict=strict,
-                   max_iterations=max_iterations)
+    if isinstance(model, (str, os.PathLike)) and os.fspath(model).lower().endswith(".xml"):
+        from .frontends.openvino import load_ir
+        graph = load_ir(os.fspath(model))
+    else:
+        from .frontends.onnx import convert_model, read_model
+        graph = convert_model(read_model(model, base_dir))
+    return Session(graph, backend=backend, strict=strict, max_iterations=max_iterations)

@@ -1,0 +1,396 @@
+"""Converters for OpenVINO layers into IR ops (the IR speaks ONNX: OpenVINO forms are rewritten).
+
+Each converter takes the layer (rnnloop.frontends.openvino.LayerContext) and its input values.
+Attributes that must be known at load (axes, permutations, masks) come from `<data>` or from Const
+inputs; a computed one is rejected by name.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .openvino_ir import ELEMENT_TYPES
+from .registry import converts
+
+FMT = "openvino"
+INT64_MAX, INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+
+def _op(type_: str, since: int = 1):
+    return converts(type_, since, fmt=FMT)
+
+
+def _constant(n, name: str, what: str) -> np.ndarray:
+    """The value of an input that must be a Const layer."""
+    value = n.b.graph.constants.get(name)
+    if value is None:
+        raise n.unsupported(f"its {what} input must be a Const layer (a computed {what} is not supported)")
+    return value
+
+
+def _broadcast(n) -> None:
+    mode = n.attr("auto_broadcast", "numpy").lower()
+    if mode not in ("numpy", "none"):
+        raise n.unsupported(f"auto_broadcast='{mode}' is not supported (numpy and none are)")
+
+
+def _dtype(n, key: str) -> np.dtype:
+    name = n.attr(key)
+    if name not in ELEMENT_TYPES:
+        raise n.unsupported(f"{key}='{name}' is not a supported element type ({', '.join(ELEMENT_TYPES)})")
+    return np.dtype(ELEMENT_TYPES[name])
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise
+
+_BINARY = {"Add": "Add", "Subtract": "Sub", "Multiply": "Mul", "Power": "Pow", "Maximum": "Max",
+           "Minimum": "Min", "Equal": "Equal", "Less": "Less", "LessEqual": "LessOrEqual",
+           "Greater": "Greater", "GreaterEqual": "GreaterOrEqual", "LogicalAnd": "And",
+           "LogicalOr": "Or", "LogicalXor": "Xor"}
+_UNARY = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Relu": "Relu", "Exp": "Exp", "Log": "Log",
+          "Sqrt": "Sqrt", "Abs": "Abs", "Negative": "Neg", "Floor": "Floor", "Ceiling": "Ceil",
+          "Sin": "Sin", "Cos": "Cos", "Erf": "Erf", "Sign": "Sign", "LogicalNot": "Not"}
+
+
+def _binary(ir_type: str):
+    def convert(n, a, b):
+        _broadcast(n)
+        n.emit(ir_type, [a, b])
+    return convert
+
+
+def _unary(ir_type: str):
+    def convert(n, x):
+        n.emit(ir_type, [x])
+    return convert
+
+
+for _type, _ir in _BINARY.items():
+    _op(_type)(_binary(_ir))
+for _type, _ir in _UNARY.items():
+    _op(_type)(_unary(_ir))
+_op("SoftPlus", 4)(_unary("Softplus"))
+
+
+@_op("NotEqual")
+def convert_not_equal(n, a, b):
+    _broadcast(n)
+    n.emit("Not", [n.b.op1("Equal", a, b)])
+
+
+@_op("Divide")
+def convert_divide(n, a, b):
+    """Integer division floors (python_divide, the default) or truncates; floats divide."""
+    _broadcast(n)
+    dtype = n.out_dtype()
+    if dtype is not None and dtype.kind in "iu" and n.attr_bool("m_pythondiv", True):
+        # a - mod(a, b) is an exact multiple of b, so truncating division of it floors a / b
+        n.emit("Div", [n.b.op1("Sub", a, n.b.op1("Mod", a, b, fmod=0)), b])
+    else:
+        n.emit("Div", [a, b])
+
+
+@_op("SquaredDifference")
+def convert_squared_difference(n, a, b):
+    _broadcast(n)
+    d = n.b.op1("Sub", a, b)
+    n.emit("Mul", [d, d])
+
+
+@_op("FloorMod")
+def convert_floor_mod(n, a, b):
+    _broadcast(n)
+    n.emit("Mod", [a, b], fmod=0)
+
+
+@_op("Mod")
+def convert_mod(n, a, b):
+    _broadcast(n)
+    n.emit("Mod", [a, b], fmod=1)
+
+
+@_op("Clamp")
+def convert_clamp(n, x):
+    lo, hi = n.attr_float("min"), n.attr_float("max")
+    dtype = n.out_dtype() or np.dtype(np.float32)
+    if dtype.kind in "iu":  # integer bounds round inwards, as OpenVINO does
+        lo, hi = math.ceil(lo), math.floor(hi)
+    n.emit("Clip", [x, n.const(lo, dtype), n.const(hi, dtype)])
+
+
+@_op("Elu")
+def convert_elu(n, x):
+    n.emit("Elu", [x], alpha=n.attr_float("alpha"))
+
+
+@_op("HSigmoid", 5)
+def convert_hsigmoid(n, x):
+    n.emit("HardSigmoid", [x], alpha=1 / 6, beta=0.5)
+
+
+@_op("HSwish", 4)
+def convert_hswish(n, x):
+    n.emit("Mul", [x, n.b.op1("HardSigmoid", x, alpha=1 / 6, beta=0.5)])
+
+
+@_op("Swish", 4)
+def convert_swish(n, x, beta=""):
+    n.emit("Mul", [x, n.b.op1("Sigmoid", n.b.op1("Mul", x, beta) if beta else x)])
+
+
+def _gelu(n, x, mode: str):
+    b, dtype = n.b, n.out_dtype() or np.dtype(np.float32)
+    if mode == "erf":  # 0.5 x (1 + erf(x / sqrt 2))
+        inner = b.op1("Erf", b.op1("Mul", x, n.const(1 / math.sqrt(2), dtype)))
+    elif mode == "tanh":  # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+        cube = b.op1("Mul", b.op1("Mul", x, x), x)
+        inner = b.op1("Tanh", b.op1("Mul", n.const(math.sqrt(2 / math.pi), dtype),
+                                    b.op1("Add", x, b.op1("Mul", cube, n.const(0.044715, dtype)))))
+    else:
+        raise n.unsupported(f"approximation_mode '{mode}' is not supported (erf and tanh are)")
+    n.emit("Mul", [b.op1("Mul", x, n.const(0.5, dtype)), b.op1("Add", inner, n.const(1, dtype))])
+
+
+@_op("Gelu", 2)
+def convert_gelu_2(n, x):
+    _gelu(n, x, "erf")
+
+
+@_op("Gelu", 7)
+def convert_gelu_7(n, x):
+    _gelu(n, x, n.attr("approximation_mode", "ERF").lower())
+
+
+@_op("Select")
+def convert_select(n, cond, then, else_):
+    _broadcast(n)
+    n.emit("Where", [cond, then, else_])
+
+
+@_op("Convert")
+def convert_convert(n, x):
+    n.emit("Cast", [x], to=_dtype(n, "destination_type"))
+
+
+@_op("ConvertLike")
+def convert_convert_like(n, x, like):
+    n.emit("CastLike", [x, like])
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix products and reductions
+
+
+@_op("MatMul")
+def convert_matmul(n, a, b):
+    def operand(value, k, transpose):
+        shape = n.in_shape(k)
+        if not transpose or shape is None or len(shape) < 2:
+            return value  # OpenVINO ignores transposition of a 1-D operand
+        rank = len(shape)
+        return n.b.op1("Transpose", value, perm=list(range(rank - 2)) + [rank - 1, rank - 2])
+
+    n.emit("MatMul", [operand(a, 0, n.attr_bool("transpose_a", False)),
+                      operand(b, 1, n.attr_bool("transpose_b", False))])
+
+
+def _reduce(ir_type: str):
+    def convert(n, x, axes):
+        n.emit(ir_type, [x, axes], keepdims=int(n.attr_bool("keep_dims", False)), noop_with_empty_axes=1)
+    return convert
+
+
+for _type in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
+    _op(_type)(_reduce(_type))
+
+
+@_op("Softmax")
+def convert_softmax(n, x):
+    n.emit("Softmax", [x], axis=n.attr_int("axis", 1))
+
+
+@_op("LogSoftmax", 5)
+def convert_log_softmax(n, x):
+    n.emit("LogSoftmax", [x], axis=n.attr_int("axis", 1))
+
+
+@_op("TopK")
+def convert_topk(n, x, k):
+    axis, sort = n.attr_int("axis"), n.attr("sort", "none").lower()
+    mode = n.attr("mode").lower()
+    if mode not in ("max", "min") or sort not in ("value", "index", "none"):
+        raise n.fail(f"mode '{mode}' / sort '{sort}' are not OpenVINO TopK values")
+    b = n.b
+    k1 = b.op1("Reshape", b.op1("Cast", k, to=np.dtype(np.int64)), n.const([1]))
+    values, indices = b.op("TopK", [x, k1], 2, axis=axis, largest=int(mode == "max"), sorted=1)
+    if sort == "index":  # reorder the k picks by their index, ascending
+        indices, where = b.op("TopK", [indices, k1], 2, axis=axis, largest=0, sorted=1)
+        values = b.op1("GatherElements", values, where, axis=axis)
+    out_type = n.out_dtype(1) or np.dtype(np.int32)
+    b.op("Identity", [values], [n.outputs[0]])
+    b.op("Cast", [indices], [n.outputs[1]], to=out_type)
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes and data movement
+
+
+@_op("Concat")
+def convert_concat(n, *xs):
+    n.emit("Concat", xs, axis=n.attr_int("axis"))
+
+
+@_op("Split")
+def convert_split(n, x, axis):
+    axis = int(_constant(n, axis, "axis"))
+    n.emit("Split", [x, ""], axis=axis, num_outputs=n.attr_int("num_splits"))
+
+
+@_op("VariadicSplit")
+def convert_variadic_split(n, x, axis, lengths):
+    axis = int(_constant(n, axis, "axis"))
+    given = _constant(n, lengths, "split_lengths").astype(np.int64).reshape(-1)
+    b = n.b
+    if (given == -1).sum() > 1:
+        raise n.fail(f"split_lengths {given.tolist()} has more than one -1")
+    if -1 in given:  # the part that takes what the others leave
+        k = int(np.flatnonzero(given == -1)[0])
+        rank = len(n.in_shape(0) or ()) or None
+        start = axis if axis >= 0 else (axis + rank if rank else None)
+        if start is None:
+            raise n.unsupported("a negative axis needs the input's rank, which the model does not give")
+        dim = b.op1("Shape", x, start=start, end=start + 1)
+        rest = b.op1("Sub", dim, n.const([int(given[given >= 0].sum())]))
+        lengths = b.op1("Concat", n.const(given[:k]), rest, n.const(given[k + 1:]), axis=0)
+    n.emit("Split", [x, lengths], axis=axis)
+
+
+@_op("Squeeze")
+def convert_squeeze(n, x, axes=""):
+    n.emit("Squeeze", [x, axes])
+
+
+@_op("Unsqueeze")
+def convert_unsqueeze(n, x, axes):
+    n.emit("Unsqueeze", [x, axes])
+
+
+@_op("Reshape")
+def convert_reshape(n, x, shape):
+    n.emit("Reshape", [x, shape], allowzero=int(not n.attr_bool("special_zero")))
+
+
+@_op("Transpose")
+def convert_transpose(n, x, perm):
+    order = _constant(n, perm, "order").reshape(-1).astype(int).tolist()
+    n.emit("Transpose", [x], perm=order or None)
+
+
+@_op("Gather")
+def convert_gather(n, data, indices, axis):
+    if n.attr_int("batch_dims", 0) != 0:
+        raise n.unsupported("batch_dims other than 0 is not supported")
+    n.emit("Gather", [data, indices], axis=int(_constant(n, axis, "axis")))
+
+
+@_op("ShapeOf")
+def convert_shape_of(n, x):
+    dtype = n.out_dtype() or np.dtype(np.int64)
+    if dtype == np.int64:
+        n.emit("Shape", [x])
+    else:
+        n.emit("Cast", [n.b.op1("Shape", x)], to=dtype)
+
+
+@_op("Broadcast")
+def convert_broadcast(n, x, shape, axes_mapping=""):
+    mode = n.attr("mode", "numpy").lower()
+    if mode in ("numpy", "bidirectional"):
+        n.emit("Expand", [x, shape])
+        return
+    if mode != "explicit":
+        raise n.unsupported(f"mode '{mode}' is not supported (numpy, bidirectional and explicit are)")
+    axes = _constant(n, axes_mapping, "axes_mapping").reshape(-1).astype(int).tolist()
+    target = n.in_shape(1)
+    if target is None or len(target) != 1 or target[0] is None:
+        raise n.unsupported("explicit mode needs the rank of target_shape, which the model does not give")
+    rank = target[0]
+    # data's axes go to the mapped positions, size-1 axes everywhere else; then Expand
+    missing = [a for a in range(rank) if a not in axes]
+    n.emit("Expand", [n.b.op1("Unsqueeze", x, n.const(missing)) if missing else x, shape])
+
+
+@_op("Slice", 8)
+def convert_slice(n, data, start, stop, step, axes=""):
+    n.emit("Slice", [data, start, stop, axes, step])
+
+
+@_op("Tile")
+def convert_tile(n, x, repeats):
+    n.emit("Tile", [x, repeats])
+
+
+@_op("Range", 4)
+def convert_range(n, start, stop, step):
+    dtype = _dtype(n, "output_type")
+    n.emit("Range", [n.b.op1("Cast", v, to=dtype) for v in (start, stop, step)])
+
+
+@_op("StridedSlice")
+def convert_strided_slice(n, data, begin, end, stride=""):
+    """Rewritten as Slice, then Squeeze of the shrunk axes, then Unsqueeze of the new ones."""
+    begin = _constant(n, begin, "begin").reshape(-1).astype(np.int64)
+    end = _constant(n, end, "end").reshape(-1).astype(np.int64)
+    stride = (_constant(n, stride, "stride").reshape(-1).astype(np.int64) if stride
+              else np.ones(len(begin), np.int64))
+    entries = len(begin)
+    if len(end) != entries or len(stride) != entries:
+        raise n.fail(f"begin, end and stride have different lengths ({len(begin)}, {len(end)}, {len(stride)})")
+    if (stride == 0).any():
+        raise n.fail("a stride is 0")
+
+    def mask(key):
+        bits = n.attr_ints(key, [])
+        return bits + [0] * (entries - len(bits))
+
+    begin_mask, end_mask = mask("begin_mask"), mask("end_mask")
+    new_axis, shrink, ellipsis = mask("new_axis_mask"), mask("shrink_axis_mask"), mask("ellipsis_mask")
+    shape = n.in_shape(0)
+    if shape is None:
+        raise n.unsupported("StridedSlice needs the input's rank, which the model does not give")
+    rank = len(shape)
+    consuming = sum(1 for i in range(entries) if not new_axis[i] and not ellipsis[i])
+    starts, ends, axes, steps, squeezed, inserted = [], [], [], [], [], []
+    d = out = 0
+    for i in range(entries):
+        if ellipsis[i]:
+            covered = rank - consuming
+            d, out = d + covered, out + covered
+        elif new_axis[i]:
+            inserted.append(out)
+            out += 1
+        else:
+            s = int(stride[i])
+            if shrink[i]:
+                first = int(begin[i])
+                starts.append(first)
+                ends.append(INT64_MAX if first == -1 else first + 1)
+                steps.append(1)
+                squeezed.append(d)
+            else:
+                starts.append((0 if s > 0 else INT64_MAX) if begin_mask[i] else int(begin[i]))
+                ends.append((INT64_MAX if s > 0 else INT64_MIN) if end_mask[i] else int(end[i]))
+                steps.append(s)
+                out += 1
+            axes.append(d)
+            d += 1
+    if d > rank:
+        raise n.fail(f"begin has {entries} entries for an input of rank {rank}")
+    b = n.b
+    y = b.op1("Slice", data, n.const(starts), n.const(ends), n.const(axes), n.const(steps)) if axes else data
+    if squeezed:
+        y = b.op1("Squeeze", y, n.const(squeezed))
+    n.emit("Unsqueeze" if inserted else "Identity", [y, n.const(inserted)] if inserted else [y])
