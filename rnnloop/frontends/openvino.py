@@ -220,5 +220,9 @@ class LayerContext:
         ports = self.layer.inputs
         return ports[k].shape if k < len(ports) else None
 
+    def input_index(self, port_id: int) -> int:
+        """The position among the layer's inputs of the input port `port_id`."""
+        return next(k for k, p in enumerate(self.layer.inputs) if p.id == port_id)
+
     def const(self, value, dtype=np.int64) -> str:
         return self.b.constant(np.asarray(value, dtype=dtype))

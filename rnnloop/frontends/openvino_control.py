@@ -143,12 +143,23 @@ def _slice(n, m: PortMap) -> Slice:
     if m.stride > 0:
         return Slice(axis=m.axis, start=m.start, end=past(m.end), stride=m.stride, part=m.part_size,
                      keep_axis=True)
-    # Backwards: OpenVINO's parts hang from start; the IR's go up from the window's low end and are
-    # visited in reverse. Those agree when the step is 1 (each part is the next one down).
-    if m.stride != -1:
-        raise n.unsupported(f"port map input {m.external_port_id}: a negative stride other than -1 is not "
-                            "supported")
-    return Slice(axis=m.axis, start=m.end, end=past(m.start), stride=1, part=m.part_size, keep_axis=True,
+    # Backwards: OpenVINO's parts hang from start, going down; the IR's rise from the window's low
+    # end and are visited in reverse. With step 1 they agree; a longer step needs the window's
+    # length to line them up.
+    step = -m.stride
+    if step == 1:
+        return Slice(axis=m.axis, start=m.end, end=past(m.start), stride=1, part=m.part_size, keep_axis=True,
+                     reverse=True)
+    shape = n.in_shape(n.input_index(m.external_port_id))
+    dim = shape[m.axis] if shape is not None and -len(shape) <= m.axis < len(shape) else None
+    if dim is None:
+        raise n.unsupported(f"port map input {m.external_port_id}: stride {m.stride} needs a fixed size of "
+                            f"axis {m.axis}, which the model does not give")
+    top = min(m.start + dim if m.start < 0 else m.start, dim - 1)
+    low = max(m.end + dim if m.end < 0 else m.end, 0)
+    parts = (top - low + 1 - m.part_size) // step + 1 if top - low + 1 >= m.part_size else 0
+    first = top - m.part_size + 1 - (parts - 1) * step if parts > 0 else top + 1
+    return Slice(axis=m.axis, start=first, end=top + 1, stride=step, part=m.part_size, keep_axis=True,
                  reverse=True)
 
 

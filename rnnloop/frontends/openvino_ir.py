@@ -114,7 +114,7 @@ class _Weights:
         if self._data is None:
             if not os.path.exists(self.path):
                 raise ModelError(f"{layer}: the weights file '{self.path}' does not exist; keep it beside the "
-                                 ".xml or pass its path")
+                                 ".xml, with the same name")
             with open(self.path, "rb") as f:
                 self._data = f.read()
         if offset < 0 or size < 0 or offset + size > len(self._data):

@@ -129,7 +129,8 @@ def run_loop(op: Loop, values: list[Any], options: Options) -> tuple:
             raise RunError(f"{op.where()}: the sliced inputs give different numbers of iterations "
                            f"({', '.join(str(s.count) for s in sliced)}); they must all agree")
         limit = sliced[0].count if limit is None else min(limit, sliced[0].count)
-    capacity = max(limit, 0) if limit is not None else None
+    # Known trip counts preallocate, up to a bound: a condition may end the loop long before.
+    capacity = min(max(limit, 0), 1 << 16) if limit is not None else None
     stacks = [StackedOutput(op, k, spec, capacity) for k, spec in enumerate(op.stacked)]
     # The loop owns copies of carried lists, so SequenceInsert in the body can append in place.
     owned_carried = []
