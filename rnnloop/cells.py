@@ -41,8 +41,9 @@ class CellSpec:
     """What one direction of a recurrent op computes per step.
 
     `kind` is "LSTM", "GRU" or "RNN"; `activations` are (f, g, h) for an LSTM, (f, g) for a GRU and
-    (f,) for an RNN; `clip` bounds every activation's input; `peepholes` and `input_forget` are the
-    LSTM's, `linear_before_reset` the GRU's.
+    (f,) for an RNN; `clip` bounds every activation's input (ONNX's words), or only the gates' when
+    `clip_gates_only` (OpenVINO leaves an LSTM's cell state unclipped before h); `peepholes` and
+    `input_forget` are the LSTM's, `linear_before_reset` the GRU's.
     """
 
     kind: str
@@ -50,6 +51,7 @@ class CellSpec:
     dtype: np.dtype
     activations: list[Activation] = field(default_factory=list)
     clip: float | None = None
+    clip_gates_only: bool = False
     peepholes: bool = False
     input_forget: bool = False
     linear_before_reset: bool = False
@@ -83,15 +85,12 @@ def cell_body(b: Builder, spec: CellSpec, lengths: np.dtype | None = None) -> Gr
     wt, rt = body.input(b.fresh("Wt"), mat), body.input(b.fresh("Rt"), mat)
     cell = _Cell(body, spec)
     bias = body.input(b.fresh("bias"), vec)
-    if spec.kind == "LSTM":
-        p = body.input(b.fresh("P"), vec) if spec.peepholes else None
-        h_next, c_next = cell.lstm(h, c, x, wt, rt, bias, p)
-        states = [h_next, c_next]
-    elif spec.kind == "GRU":
-        rbh = body.input(b.fresh("Rbh"), vec) if spec.linear_before_reset else None
-        states = [cell.gru(h, x, wt, rt, bias, rbh)]
-    else:
-        states = [cell.rnn(h, x, wt, rt, bias)]
+    extra = None
+    if spec.kind == "LSTM" and spec.peepholes:
+        extra = body.input(b.fresh("P"), vec)
+    elif spec.kind == "GRU" and spec.linear_before_reset:
+        extra = body.input(b.fresh("Rbh"), vec)
+    states = cell_step(body, spec, h, c, x, wt, rt, bias, extra)
     step = body.op1("Identity", states[0])  # Y's part of this step
     if tau is not None:
         lens = body.input(b.fresh("lens"), TensorType(np.dtype(lengths), (None,)))
@@ -110,6 +109,19 @@ def cell_body(b: Builder, spec: CellSpec, lengths: np.dtype | None = None) -> Gr
     return body.graph
 
 
+def cell_step(b: Builder, spec: CellSpec, h: str, c: str | None, x: str, wt: str, rt: str, bias: str,
+              extra: str | None = None) -> list[str]:
+    """One step's ops emitted into `b`, outside any loop (a front end's single-step cell op):
+    returns [h_next] or, for an LSTM, [h_next, c_next]. The inputs are cell_body's; `extra` is
+    an LSTM's peepholes P or a GRU's recurrent h bias (linear_before_reset)."""
+    cell = _Cell(b, spec)
+    if spec.kind == "LSTM":
+        return list(cell.lstm(h, c, x, wt, rt, bias, extra))
+    if spec.kind == "GRU":
+        return [cell.gru(h, x, wt, rt, bias, extra)]
+    return [cell.rnn(h, x, wt, rt, bias)]
+
+
 class _Cell:
     """Emits one step's ops into a body builder."""
 
@@ -119,10 +131,10 @@ class _Cell:
     def const(self, value: float) -> str:
         return self.b.constant(np.asarray(value, self.spec.dtype))
 
-    def act(self, k: int, x: str) -> str:
+    def act(self, k: int, x: str, gate: bool = True) -> str:
         """Activation k of the spec applied to x, its input clipped first when the spec says."""
         b, a = self.b, self.spec.activations[k]
-        if self.spec.clip is not None:
+        if self.spec.clip is not None and (gate or not self.spec.clip_gates_only):
             x = b.op1("Clip", x, self.const(-self.spec.clip), self.const(self.spec.clip))
         if a.name in ("Relu", "Tanh", "Sigmoid", "Softsign", "Softplus"):
             return b.op1(a.name, x)
@@ -155,7 +167,7 @@ class _Cell:
         c_next = b.op1("Add", b.op1("Mul", f, c), b.op1("Mul", i, self.act(1, gc)))
         if p is not None:
             go = b.op1("Add", go, b.op1("Mul", po, c_next))
-        h_next = b.op1("Mul", self.act(0, go), self.act(2, c_next))
+        h_next = b.op1("Mul", self.act(0, go), self.act(2, c_next, gate=False))
         return h_next, c_next
 
     def gru(self, h, x, wt, rt, bias, rbh):

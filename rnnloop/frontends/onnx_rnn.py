@@ -23,8 +23,8 @@ def convert_lstm(n, X, W, R, B="", sequence_lens="", initial_h="", initial_c="",
                  direction="forward", activations=None, activation_alpha=None, activation_beta=None,
                  clip=None, input_forget=0, layout=0, output_sequence=0):
     """ONNX LSTM (every opset): gates i, o, f, c; optional peepholes P and coupled input/forget gates."""
-    _convert(n, "LSTM", X, W, R, B, sequence_lens, initial_h, initial_c, P, hidden_size, direction,
-             activations, activation_alpha, activation_beta, clip, layout, input_forget=bool(input_forget))
+    convert_recurrent(n, "LSTM", X, W, R, B, sequence_lens, initial_h, initial_c, P, hidden_size, direction,
+                      activations, activation_alpha, activation_beta, clip, layout, input_forget=bool(input_forget))
 
 
 @converts("GRU", since=1)
@@ -32,8 +32,8 @@ def convert_gru(n, X, W, R, B="", sequence_lens="", initial_h="", *, hidden_size
                 activations=None, activation_alpha=None, activation_beta=None, clip=None, layout=0,
                 linear_before_reset=0, output_sequence=0):
     """ONNX GRU (every opset): gates z, r, h; linear_before_reset 0 or 1."""
-    _convert(n, "GRU", X, W, R, B, sequence_lens, initial_h, "", "", hidden_size, direction, activations,
-             activation_alpha, activation_beta, clip, layout, linear_before_reset=bool(linear_before_reset))
+    convert_recurrent(n, "GRU", X, W, R, B, sequence_lens, initial_h, "", "", hidden_size, direction, activations,
+                      activation_alpha, activation_beta, clip, layout, linear_before_reset=bool(linear_before_reset))
 
 
 @converts("RNN", since=1)
@@ -41,13 +41,15 @@ def convert_rnn(n, X, W, R, B="", sequence_lens="", initial_h="", *, hidden_size
                 activations=None, activation_alpha=None, activation_beta=None, clip=None, layout=0,
                 output_sequence=0):
     """ONNX RNN (every opset): h_next = f(x W^T + h R^T + Wb + Rb)."""
-    _convert(n, "RNN", X, W, R, B, sequence_lens, initial_h, "", "", hidden_size, direction, activations,
-             activation_alpha, activation_beta, clip, layout)
+    convert_recurrent(n, "RNN", X, W, R, B, sequence_lens, initial_h, "", "", hidden_size, direction, activations,
+                      activation_alpha, activation_beta, clip, layout)
 
 
-def _convert(n, kind, X, W, R, B, sequence_lens, initial_h, initial_c, P, hidden_size, direction,
-             activations, activation_alpha, activation_beta, clip, layout, *, input_forget=False,
-             linear_before_reset=False):
+def convert_recurrent(n, kind, X, W, R, B, sequence_lens, initial_h, initial_c, P, hidden_size, direction,
+                      activations, activation_alpha, activation_beta, clip, layout, *, input_forget=False,
+                      linear_before_reset=False, clip_gates_only=False):
+    """Lower an ONNX-shaped recurrent op (also the OpenVINO sequences, rewritten to ONNX's form)
+    into one loop per direction; `n` supplies the builder, origin, dtypes and output names."""
     b = n.b
     if layout not in (0, 1):
         raise ModelError(f"{n.origin}: layout must be 0 or 1, got {layout}")
@@ -75,7 +77,8 @@ def _convert(n, kind, X, W, R, B, sequence_lens, initial_h, initial_c, P, hidden
     for d, reverse in enumerate(directions):
         spec = CellSpec(kind, hidden, np.dtype(dtype), acts[d * k:(d + 1) * k],
                         None if clip is None else float(clip), peepholes=bool(P),
-                        input_forget=input_forget, linear_before_reset=linear_before_reset)
+                        input_forget=input_forget, linear_before_reset=linear_before_reset,
+                        clip_gates_only=clip_gates_only)
         index = b.constant(np.asarray(d, i64))
         wt = b.op1("Transpose", b.op1("Gather", W, index, axis=0), perm=[1, 0])  # [input, G*H]
         rt = b.op1("Transpose", b.op1("Gather", R, index, axis=0), perm=[1, 0])  # [hidden, G*H]

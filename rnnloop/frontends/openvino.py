@@ -27,7 +27,7 @@ def load_ir(xml_path: str, bin_path: str | None = None) -> Graph:
 
 
 def convert_net(net: Net) -> Graph:
-    from . import openvino_control, openvino_ops  # noqa: F401  (register the converters)
+    from . import openvino_control, openvino_ops, openvino_rnn  # noqa: F401  (register the converters)
     problems = sorted(set(_prescan(net)))
     if problems:
         listing = "\n".join(f"  - {p}" for p in problems)
@@ -219,6 +219,17 @@ class LayerContext:
     def in_shape(self, k: int) -> tuple | None:
         ports = self.layer.inputs
         return ports[k].shape if k < len(ports) else None
+
+    def dtype_of(self, name: str) -> np.dtype | None:
+        t = self.b.graph.types.get(name)
+        return t.dtype if isinstance(t, TensorType) else None
+
+    def type_of(self, name: str):
+        return self.b.graph.types.get(name)
+
+    def with_outputs(self, outputs: list[str]) -> LayerContext:
+        """The same layer, producing `outputs` instead (a converter that reshapes them after)."""
+        return LayerContext(self.layer, self.b, self.origin, outputs)
 
     def input_index(self, port_id: int) -> int:
         """The position among the layer's inputs of the input port `port_id`."""
