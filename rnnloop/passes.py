@@ -16,24 +16,35 @@ FOLD_GROWTH_BYTES = 1 << 20
 
 
 def fold_constants(graph: Graph) -> Graph:
-    """The graph with every top-level op whose inputs are all constants run once, now.
+    """The graph with every op whose inputs are all constants run once, now, in it and its subgraphs.
 
-    Lowering an LSTM node transposes, reorders and sums its weights before the loop; with the
-    weights in the model, that is work every run would otherwise repeat. Loops, branches and
-    sequence results stay as they are, and so does an op that fails on its constants: running it
-    reports the error with the run's context, as before.
+    Lowering an LSTM node transposes, reorders and sums its weights before the loop; OpenVINO's
+    bodies transpose their weights inside it. With the weights in the model, that is work every
+    run (or iteration) would otherwise repeat, and a transposed view where a kernel wants a
+    contiguous matrix. Loops, branches and sequence results stay as they are, and so do a graph's
+    outputs and an op that fails on its constants: running it reports the error, as before.
     """
     constants = dict(graph.constants)
     ops = []
     for op in graph.ops:
-        result = _fold(op, constants) if op.inputs and not op.subgraphs and not isinstance(op, Loop) else None
+        if op.subgraphs:
+            op = _with_folded_subgraphs(op)
+        result = None
+        if op.inputs and not op.subgraphs and not any(n in graph.outputs for n in op.outputs):
+            result = _fold(op, constants)
         if result is None:
             ops.append(op)
         else:
             constants.update((name, value) for name, value in zip(op.outputs, result) if name)
-    if len(ops) == len(graph.ops):
+    if len(ops) == len(graph.ops) and all(a is b for a, b in zip(ops, graph.ops)):
         return graph
     return dataclasses.replace(graph, ops=ops, constants=constants)
+
+
+def _with_folded_subgraphs(op):
+    fields = {"body": op.body} if isinstance(op, Loop) else {"then_graph": op.then_graph, "else_graph": op.else_graph}
+    folded = {k: fold_constants(g) for k, g in fields.items()}
+    return op if all(folded[k] is g for k, g in fields.items()) else dataclasses.replace(op, **folded)
 
 
 def _fold(op, constants: dict) -> list[np.ndarray] | None:

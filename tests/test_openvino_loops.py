@@ -276,3 +276,9 @@ def test_loop_whose_carried_value_grows_each_iteration(ov, tmp_path):
         got, = rnnloop.load(path).run(None, feeds)
     np.testing.assert_array_equal(got, [5, 6, 7, 8, 9])
     np.testing.assert_array_equal(got, _openvino_run(ov, path, feeds)[0])
+
+
+def test_the_input_product_of_a_tensor_iterator_is_hoisted_out_of_the_loop():
+    """The body squeezes the sliced axis away and multiplies by W: one product over all steps."""
+    source = rnnloop.load(str(FIXTURE)).kernel_sources()[0][1]
+    assert "every row at once" in source

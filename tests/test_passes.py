@@ -82,3 +82,20 @@ def test_a_folded_output_is_a_copy_the_caller_owns():
     y, _ = session.run(None, {"x": np.zeros(2, np.float32)})
     y[:] = 7
     np.testing.assert_array_equal(session.run(None, {"x": np.zeros(2, np.float32)})[0], [-1, -2])
+
+
+def test_ops_on_constants_inside_a_loop_body_are_folded_too():
+    model = parse("""
+    body_fold (int64 n, float[2] x0) => (float[2] x) {
+        x = Loop(n, , x0) <body = step (int64 i, bool c, float[2] a) => (bool c2, float[2] a2) {
+            c2 = Identity(c)
+            w = Constant <value = float[2, 2] {1, 2, 3, 4}> ()
+            wt = Transpose <perm = [1, 0]> (w)
+            a2 = MatMul(a, wt)
+        }>
+    }""")
+    session = rnnloop.load(model, backend="interp")
+    body = session.graph.ops[0].body
+    assert [op.op_type for op in body.ops] == ["Identity", "MatMul"]
+    np.testing.assert_array_equal(session.run(None, {"n": np.array(1), "x0": np.array([1, 1], np.float32)})[0],
+                                  [3, 7])

@@ -124,6 +124,9 @@ class LoopGen:
         # Values whose every iteration is one row of an array the hoisted section computes:
         # name -> (that array, the body's expression of the row index).
         self.rows: dict[str, tuple[Var, str]] = {}
+        # Parts of one slice that keep the sliced axis (OpenVINO's): name -> (its rows, the row
+        # index, that axis). Squeezing the axis away makes the result a row of `rows`.
+        self.kept_rows: dict[str, tuple[Var, str, int]] = {}
         self._contiguous: dict[str, str] = {}
         self.graph: Graph = loop.body
         self.slice_info: dict[str, tuple] = {}
@@ -453,12 +456,16 @@ def _slice_part(g: LoopGen, name: str, spec, src: str, t: TensorType) -> None:
     else:
         g.body(f"{view} = {src}[{_index(rank, axis, index)}]")
     g.define(name, Var(view, t.dtype, len(t.shape), "view"))
-    if not spec.keep_axis:
+    if not spec.keep_axis or spec.part == 1:
         rows = src
         if axis != 0:  # rows along the sliced axis: a view with that axis first
             rows = g.pre.fresh(f"{src}_rows")
             g.pre(f"{rows} = {src}.transpose({shape_tuple([str(axis)] + [str(a) for a in range(rank) if a != axis])})")
-        g.add_rows(name, Var(rows, t.dtype, rank, "invariant"), offset)
+        rows_var = Var(rows, t.dtype, rank, "invariant")
+        if spec.keep_axis:
+            g.kept_rows[name] = (rows_var, offset, axis)
+        else:
+            g.add_rows(name, rows_var, offset)
 
 
 def _stack_buffer(g: LoopGen, name: str) -> str:

@@ -185,6 +185,9 @@ def emit_squeeze(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     view = g.body.fresh(f"v_{op.outputs[0]}")
     index = ["0" if a in axes else ":" for a in range(x.rank)]
     g.body(f"{view} = {x.expr}[{', '.join(index)}]")
+    kept = g.kept_rows.get(op.inputs[0])
+    if kept is not None and axes == {kept[2]}:  # a slice's part without its axis: a row, hoistable
+        g.add_rows(op.outputs[0], kept[0], kept[1])
     return [_rank0_view(g, view, x, x.rank - len(axes))]
 
 
