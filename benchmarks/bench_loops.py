@@ -18,6 +18,8 @@ from rnnloop.bench import (
     Engine,
     measure,
     onnxruntime_runner,
+    openvino_ir,
+    openvino_runner,
     rnnloop_runner,
     startup_times,
 )
@@ -109,6 +111,58 @@ class RnnRatio:
         return ours.seconds / theirs.seconds
 
     track_ratio_to_onnxruntime_native.unit = "ratio"
+
+
+def _ir_runner(engine: str, size: str):
+    """A call that runs an LSTM as OpenVINO IR once. "rnnloop ir" and "openvino ir": both on the
+    TensorIterator OpenVINO makes of the lstm_scan model; "openvino sequence": OpenVINO on the
+    LSTMSequence it makes of ONNX's LSTM op (lstm_native), its fastest form of the same LSTM."""
+    import importlib.util
+    import tempfile
+    if importlib.util.find_spec("openvino") is None:
+        raise NotImplementedError("openvino is not installed")  # asv skips the case
+    form = "native" if engine == "openvino sequence" else "scan"
+    model, feeds = MODELS[f"lstm_{form}"](*map(int, size.split("x")))
+    path = openvino_ir(model, tempfile.mkdtemp(prefix="rnnloop-asv-"))
+    if engine == "rnnloop ir":
+        return rnnloop_runner(path, feeds, "numba")[0]
+    return openvino_runner(path, feeds)
+
+
+class OpenVinoIR:
+    """An LSTM read from OpenVINO IR (a TensorIterator): rnnloop and OpenVINO (f32, one thread) on the
+    same .xml, and OpenVINO on its LSTMSequence. Sizes: batch x input x hidden x steps."""
+
+    params = (SIZES, ("rnnloop ir", "openvino ir", "openvino sequence"))
+    param_names = ("size", "engine")
+    timeout = 600
+
+    def setup(self, size, engine):
+        self.run = _warm(_ir_runner(engine, size))
+
+    def time_sequence(self, size, engine):
+        self.run()
+
+
+class OpenVinoIRRatio:
+    """rnnloop's time on the TensorIterator IR over OpenVINO's on the same IR ("ir") or on its
+    LSTMSequence ("sequence"); below 1: faster. Interleaved in one call, median of 5 each."""
+
+    params = (("ir", "sequence"), SIZES)
+    param_names = ("peer", "size")
+    timeout = 600
+
+    def setup(self, peer, size):
+        self.engines = [Engine("rnnloop", lambda: _ir_runner("rnnloop ir", size)),
+                        Engine("openvino", lambda: _ir_runner(f"openvino {peer}", size))]
+
+    def track_ratio_to_openvino(self, peer, size):
+        ours, theirs = measure(self.engines, repeat=5)
+        if ours.seconds is None or theirs.seconds is None:
+            raise RuntimeError(ours.error or theirs.error)
+        return ours.seconds / theirs.seconds
+
+    track_ratio_to_openvino.unit = "ratio"
 
 
 class SequenceInsert:

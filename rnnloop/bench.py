@@ -100,6 +100,17 @@ def openvino_runner(model: Any, feeds: dict) -> Run:
     return run
 
 
+def openvino_ir(model: onnx.ModelProto, directory: str) -> str:
+    """The model converted by OpenVINO and saved as IR (f32) in `directory`; returns the .xml path.
+    OpenVINO turns a Scan into a TensorIterator, a Loop into a Loop-5 and LSTM/GRU into sequences."""
+    import openvino as ov
+    source = os.path.join(directory, "model.onnx")
+    onnx.save(model, source)
+    path = os.path.join(directory, "model.xml")
+    ov.save_model(ov.convert_model(source), path, compress_to_fp16=False)
+    return path
+
+
 def max_difference(a: Any, b: Any) -> float:
     """The largest |a - b| over outputs (lists of arrays, sequences as lists); inf when shapes differ."""
     if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
@@ -192,6 +203,7 @@ class Engine:
     make: Callable[[], Run]
     optional: bool = False
     session: Any = field(default=None, repr=False)
+    model: Any = field(default=None, repr=False)  # what an rnnloop engine loads
 
 
 @dataclass
@@ -223,9 +235,10 @@ def _one_line(e: BaseException, width: int = 160) -> str:
 def rnnloop_engine(label: str, model: Any, feeds: dict, backend: str, optional: bool = False) -> Engine:
     """An Engine running the model with rnnloop's `backend`, keeping the Session for the plan."""
     engine = Engine(label, lambda: None, optional)
+    engine.model = model
 
     def make() -> Run:
-        run, engine.session = rnnloop_runner(model, feeds, backend)
+        run, engine.session = rnnloop_runner(engine.model, feeds, backend)
         return run
     engine.make = make
     return engine
@@ -388,6 +401,16 @@ def engines_for(model: Any, feeds: dict, *, native: tuple[str, Any, dict] | None
         engines.append(rnnloop_engine(f"rnnloop numba{suffix}", m, f, "numba"))
         if interp is not False and not suffix:
             engines.append(rnnloop_engine("rnnloop interp", m, f, "interp", optional=interp is None))
+    if openvino and isinstance(model, onnx.ModelProto) and importlib.util.find_spec("openvino"):
+        # the model as OpenVINO converts it (IR), read by rnnloop: compare with the openvino engine
+        engine = rnnloop_engine("rnnloop numba ov-ir", None, feeds, "numba")
+        make = engine.make
+
+        def make_from_ir(engine=engine, make=make) -> Run:
+            engine.model = openvino_ir(model, tempfile.mkdtemp(prefix="rnnloop-ir-"))
+            return make()
+        engine.make = make_from_ir
+        engines.append(engine)
     peers = [("onnxruntime", onnxruntime_runner)]
     if openvino:
         peers.append(("openvino", openvino_runner))
