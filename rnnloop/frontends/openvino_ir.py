@@ -32,7 +32,7 @@ PRECISIONS = {
 class Port:
     id: int
     dtype: np.dtype | None  # None: a precision rnnloop does not know (the layer converter decides)
-    shape: tuple[int | None, ...]  # None: a dynamic dimension
+    shape: tuple[int | None, ...] | None  # a None dimension is dynamic; None: unknown rank
     names: list[str] = field(default_factory=list)
 
 
@@ -185,7 +185,19 @@ def _layer(el: ET.Element, weights: _Weights) -> Layer:
                             for e in (back.findall("edge") if back is not None else [])]
     if layer.type == "Const":
         layer.const = _const(layer, weights)
+    if layer.type == "Parameter" and layer.outputs and "shape" in layer.data:
+        # A port without <dim> is a scalar or of unknown rank; the Parameter's own shape tells which.
+        layer.outputs[0].shape = _declared_shape(layer.data["shape"])
     return layer
+
+
+def _declared_shape(text: str) -> tuple[int | None, ...] | None:
+    """A Parameter's shape attribute: "?,5,4" or "1..8,5" (None for a dynamic dimension), "" for a
+    scalar, "..." for an unknown rank (None)."""
+    text = text.replace(" ", "")
+    if text == "...":
+        return None
+    return tuple(int(d) if d.isdigit() else None for d in text.split(",")) if text else ()
 
 
 def _ports(el: ET.Element | None, where: str) -> list[Port]:
@@ -239,8 +251,8 @@ def _const(layer: Layer, weights: _Weights) -> np.ndarray:
         raise ModelError(f"{where}: shape '{layer.data.get('shape')}', offset and size must be integers") from None
     count = int(np.prod(shape, dtype=np.int64))
     expected = count * np.dtype(dtype).itemsize
-    if size != expected:
+    if size != expected and count:  # (OpenVINO writes size 1 for an empty tensor)
         raise ModelError(f"{where}: size {size} does not match {count} elements of {element_type} "
                          f"({expected} bytes)")
-    raw = weights.slice(offset, size, where)
+    raw = weights.slice(offset, expected, where)
     return np.frombuffer(raw, dtype=dtype, count=count).reshape(shape).copy()

@@ -30,6 +30,14 @@ def _constant(n, name: str, what: str) -> np.ndarray:
     return value
 
 
+def _axis(n, name: str) -> int:
+    """An axis input: a Const of one value, a scalar or of shape [1] (OpenVINO's ONNX importer writes those)."""
+    value = _constant(n, name, "axis")
+    if value.size != 1:
+        raise n.fail(f"the axis input holds {value.size} values; it must hold one")
+    return int(value.reshape(()))
+
+
 def _broadcast(n) -> None:
     mode = n.attr("auto_broadcast", "numpy").lower()
     if mode not in ("numpy", "none"):
@@ -50,9 +58,10 @@ _BINARY = {"Add": "Add", "Subtract": "Sub", "Multiply": "Mul", "Power": "Pow", "
            "Minimum": "Min", "Equal": "Equal", "Less": "Less", "LessEqual": "LessOrEqual",
            "Greater": "Greater", "GreaterEqual": "GreaterOrEqual", "LogicalAnd": "And",
            "LogicalOr": "Or", "LogicalXor": "Xor"}
-_UNARY = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "Relu": "Relu", "Exp": "Exp", "Log": "Log",
+_UNARY = {"Sigmoid": "Sigmoid", "Tanh": "Tanh", "ReLU": "Relu", "Exp": "Exp", "Log": "Log",
           "Sqrt": "Sqrt", "Abs": "Abs", "Negative": "Neg", "Floor": "Floor", "Ceiling": "Ceil",
           "Sin": "Sin", "Cos": "Cos", "Erf": "Erf", "Sign": "Sign", "LogicalNot": "Not"}
+# (IR files name Relu and Softmax "ReLU" and "SoftMax": OpenVINO's serializer renames them)
 
 
 def _binary(ir_type: str):
@@ -116,8 +125,9 @@ def convert_mod(n, a, b):
 def convert_clamp(n, x):
     lo, hi = n.attr_float("min"), n.attr_float("max")
     dtype = n.out_dtype() or np.dtype(np.float32)
-    if dtype.kind in "iu":  # integer bounds round inwards, as OpenVINO does
-        lo, hi = math.ceil(lo), math.floor(hi)
+    if dtype.kind in "iu":  # integer bounds round inwards, and beyond the type's range do nothing, as in OpenVINO
+        info = np.iinfo(dtype)
+        lo, hi = max(math.ceil(lo), int(info.min)), min(math.floor(hi), int(info.max))
     n.emit("Clip", [x, n.const(lo, dtype), n.const(hi, dtype)])
 
 
@@ -188,7 +198,9 @@ def convert_convert_like(n, x, like):
 def convert_matmul(n, a, b):
     def operand(value, k, transpose):
         shape = n.in_shape(k)
-        if not transpose or shape is None or len(shape) < 2:
+        if transpose and shape is None:
+            raise n.unsupported(f"transposing input {k} needs its rank, which the model does not give")
+        if not transpose or len(shape) < 2:
             return value  # OpenVINO ignores transposition of a 1-D operand
         rank = len(shape)
         return n.b.op1("Transpose", value, perm=list(range(rank - 2)) + [rank - 1, rank - 2])
@@ -207,7 +219,7 @@ for _type in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
     _op(_type)(_reduce(_type))
 
 
-@_op("Softmax")
+@_op("SoftMax")  # Softmax's name in IR files
 def convert_softmax(n, x):
     n.emit("Softmax", [x], axis=n.attr_int("axis", 1))
 
@@ -245,13 +257,13 @@ def convert_concat(n, *xs):
 
 @_op("Split")
 def convert_split(n, x, axis):
-    axis = int(_constant(n, axis, "axis"))
+    axis = _axis(n, axis)
     n.emit("Split", [x, ""], axis=axis, num_outputs=n.attr_int("num_splits"))
 
 
 @_op("VariadicSplit")
 def convert_variadic_split(n, x, axis, lengths):
-    axis = int(_constant(n, axis, "axis"))
+    axis = _axis(n, axis)
     given = _constant(n, lengths, "split_lengths").astype(np.int64).reshape(-1)
     b = n.b
     if (given == -1).sum() > 1:
@@ -270,11 +282,24 @@ def convert_variadic_split(n, x, axis, lengths):
 
 @_op("Squeeze")
 def convert_squeeze(n, x, axes=""):
+    shape, picked = n.in_shape(0), n.b.graph.constants.get(axes) if axes else None
+    if picked is not None and shape:  # OpenVINO keeps a listed axis whose size is not 1; ONNX rejects it
+        rank, picked = len(shape), [int(a) for a in picked.reshape(-1)]
+        kept = [a for a in picked if not -rank <= a < rank or shape[a] in (1, None)]
+        if kept != picked:
+            axes = n.const(kept)
     n.emit("Squeeze", [x, axes])
 
 
 @_op("Unsqueeze")
 def convert_unsqueeze(n, x, axes):
+    picked, rank = n.b.graph.constants.get(axes), len(n.in_shape(0) or ())
+    if picked is not None:  # OpenVINO inserts an axis listed twice once; ONNX rejects it
+        picked = picked.reshape(-1).astype(np.int64)
+        picked = np.where(picked < 0, picked + rank + picked.size, picked)  # from the rank with every axis
+        unique = sorted(set(picked.tolist()))
+        if len(unique) != picked.size:  # and an axis past the end of the smaller result goes last
+            axes = n.const([min(a, rank + i) for i, a in enumerate(unique)])
     n.emit("Unsqueeze", [x, axes])
 
 
@@ -293,7 +318,7 @@ def convert_transpose(n, x, perm):
 def convert_gather(n, data, indices, axis):
     if n.attr_int("batch_dims", 0) != 0:
         raise n.unsupported("batch_dims other than 0 is not supported")
-    n.emit("Gather", [data, indices], axis=int(_constant(n, axis, "axis")))
+    n.emit("Gather", [data, indices], axis=_axis(n, axis))
 
 
 @_op("ShapeOf")
@@ -330,6 +355,13 @@ def convert_slice(n, data, start, stop, step, axes=""):
 
 @_op("Tile")
 def convert_tile(n, x, repeats):
+    """OpenVINO pads the shorter of data's shape and repeats with leading 1s; ONNX wants equal lengths."""
+    rank, count = len(n.in_shape(0) or ()), (n.in_shape(1) or (None,))[0]
+    if count is not None and count > rank:
+        x = n.b.op1("Unsqueeze", x, n.const(list(range(count - rank))))
+    elif count is not None and count < rank:
+        repeats = n.b.op1("Concat", n.const([1] * (rank - count)), n.b.op1("Cast", repeats, to=np.dtype(np.int64)),
+                          axis=0)
     n.emit("Tile", [x, repeats])
 
 
