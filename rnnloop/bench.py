@@ -141,9 +141,10 @@ def outputs_agree(actual: Any, reference: Any) -> bool:
 DEFAULT_TRIP_COUNT = 100
 
 
-def random_feeds(model: onnx.ModelProto, dims: dict[str, int] | None = None,
+def random_feeds(model: Any, dims: dict[str, int] | None = None,
                  values: dict[str, float] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
-    """Feeds for a model's tensor inputs, from their declared types.
+    """Feeds for a model's tensor inputs (an onnx.ModelProto, or an rnnloop Session of any model), from
+    their declared types.
 
     Symbolic or unknown dimensions take their size from `dims` (else 1); an input named in `values` is filled
     with that value. Otherwise: integer scalars (trip counts) are DEFAULT_TRIP_COUNT, booleans true
@@ -151,17 +152,9 @@ def random_feeds(model: onnx.ModelProto, dims: dict[str, int] | None = None,
     """
     dims, values = dims or {}, values or {}
     rng = np.random.default_rng(seed)
-    initializers = {i.name for i in model.graph.initializer}
     feeds = {}
-    for value_info in model.graph.input:
-        name, t = value_info.name, value_info.type
-        if name in initializers:
-            continue
-        if not t.HasField("tensor_type"):
-            raise ValueError(f"input '{name}' is not a tensor; bench makes random tensor feeds only")
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)
-        shape = tuple(d.dim_value if d.HasField("dim_value") else dims.get(d.dim_param, 1)
-                      for d in t.tensor_type.shape.dim)
+    for name, dtype, shape in _declared_inputs(model):
+        shape = tuple(d if isinstance(d, int) else dims.get(d, 1) for d in shape)
         if name in values:
             feeds[name] = np.full(shape, values[name], dtype)
         elif dtype == np.bool_:
@@ -171,6 +164,28 @@ def random_feeds(model: onnx.ModelProto, dims: dict[str, int] | None = None,
         else:
             feeds[name] = rng.standard_normal(shape).astype(dtype)
     return feeds
+
+
+def _declared_inputs(model: Any):
+    """(name, dtype, shape) of each input; a dimension is a size, a symbolic name or None."""
+    if not isinstance(model, onnx.ModelProto):  # a Session
+        for name in model.graph.inputs:
+            t = model.graph.type_of(name)
+            if t is None or getattr(t, "dtype", None) is None or t.shape is None:
+                raise ValueError(f"input '{name}' is not a tensor of known type and rank; bench makes random "
+                                 "tensor feeds only")
+            yield name, np.dtype(t.dtype), t.shape
+        return
+    initializers = {i.name for i in model.graph.initializer}
+    for value_info in model.graph.input:
+        name, t = value_info.name, value_info.type
+        if name in initializers:
+            continue
+        if not t.HasField("tensor_type"):
+            raise ValueError(f"input '{name}' is not a tensor; bench makes random tensor feeds only")
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
+        yield name, dtype, tuple(d.dim_value if d.HasField("dim_value") else d.dim_param or None
+                                 for d in t.tensor_type.shape.dim)
 
 
 def infer_steps(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> int | None:
@@ -411,8 +426,9 @@ def engines_for(model: Any, feeds: dict, *, native: tuple[str, Any, dict] | None
             return make()
         engine.make = make_from_ir
         engines.append(engine)
-    peers = [("onnxruntime", onnxruntime_runner)]
-    if openvino:
+    openvino_only = isinstance(model, str) and model.lower().endswith(".xml")  # OpenVINO IR
+    peers = [] if openvino_only else [("onnxruntime", onnxruntime_runner)]
+    if openvino or openvino_only:
         peers.append(("openvino", openvino_runner))
     for name, runner in peers:
         for suffix, m, f in models:

@@ -164,7 +164,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from .models import MODELS, native_peer
     target = _target(args)
     native = None
-    if target.name is None:
+    if target.name is None and str(target.model).lower().endswith(".xml"):  # OpenVINO IR: vs OpenVINO
+        import rnnloop
+        feeds = random_feeds(rnnloop.load(target.model, backend="interp"), _pairs(args.dim, "--dim", int),
+                             _pairs(args.input_value, "--input-value", float))
+        model, steps = target.model, args.steps
+    elif target.name is None:
         proto = onnx.load(target.model, load_external_data=False)
         feeds = random_feeds(proto, _pairs(args.dim, "--dim", int), _pairs(args.input_value, "--input-value", float))
         model, steps = target.model, args.steps or infer_steps(proto, feeds)

@@ -282,3 +282,13 @@ def test_the_input_product_of_a_tensor_iterator_is_hoisted_out_of_the_loop():
     """The body squeezes the sliced axis away and multiplies by W: one product over all steps."""
     source = rnnloop.load(str(FIXTURE)).kernel_sources()[0][1]
     assert "every row at once" in source
+
+
+def test_bench_times_an_ir_model_beside_openvino():
+    from rnnloop.bench import bench, random_feeds
+    feeds = random_feeds(rnnloop.load(str(FIXTURE), backend="interp"), seed=1)
+    assert feeds["X"].shape == (1, 4, 3) and feeds["X"].dtype == np.float32
+    report = bench(str(FIXTURE), feeds, title="fixture", repeat=2, interp=False)
+    labels = {r.label: r for r in report.results}
+    assert "onnxruntime" not in labels and labels["rnnloop numba"].seconds is not None
+    assert not report.disagreeing()
