@@ -15,14 +15,15 @@ from .ir import Graph, Loop
 FOLD_GROWTH_BYTES = 1 << 20
 
 
-def fold_constants(graph: Graph) -> Graph:
+def fold_constants(graph: Graph, keep_outputs: bool = False) -> Graph:
     """The graph with every op whose inputs are all constants run once, now, in it and its subgraphs.
 
     Lowering an LSTM node transposes, reorders and sums its weights before the loop; OpenVINO's
     bodies transpose their weights inside it. With the weights in the model, that is work every
     run (or iteration) would otherwise repeat, and a transposed view where a kernel wants a
-    contiguous matrix. Loops, branches and sequence results stay as they are, and so do a graph's
-    outputs and an op that fails on its constants: running it reports the error, as before.
+    contiguous matrix. Loops, branches and sequence results stay as they are, and so does an op
+    that fails on its constants: running it reports the error, as before. A subgraph's outputs
+    stay computed (`keep_outputs`): its loop or branch takes results from ops, not constants.
     """
     constants = dict(graph.constants)
     ops = []
@@ -30,7 +31,7 @@ def fold_constants(graph: Graph) -> Graph:
         if op.subgraphs:
             op = _with_folded_subgraphs(op)
         result = None
-        if op.inputs and not op.subgraphs and not any(n in graph.outputs for n in op.outputs):
+        if op.inputs and not op.subgraphs and not (keep_outputs and any(n in graph.outputs for n in op.outputs)):
             result = _fold(op, constants)
         if result is None:
             ops.append(op)
@@ -43,7 +44,7 @@ def fold_constants(graph: Graph) -> Graph:
 
 def _with_folded_subgraphs(op):
     fields = {"body": op.body} if isinstance(op, Loop) else {"then_graph": op.then_graph, "else_graph": op.else_graph}
-    folded = {k: fold_constants(g) for k, g in fields.items()}
+    folded = {k: fold_constants(g, keep_outputs=True) for k, g in fields.items()}
     return op if all(folded[k] is g for k, g in fields.items()) else dataclasses.replace(op, **folded)
 
 

@@ -145,17 +145,16 @@ class _Memory:
         self.starts = [lo for lo, _ in merged]
         self.ends = [hi for _, hi in merged]
 
-    def overlaps(self, array: np.ndarray) -> bool:
-        span = _span(array)
-        if span is None:
-            return False
+    def overlaps(self, span: tuple[int, int]) -> bool:
+        """Whether the bytes [lo, hi) of `span` (see _span) meet this memory."""
         k = bisect.bisect_left(self.starts, span[1]) - 1  # the last span starting before this one ends
         return k >= 0 and self.ends[k] > span[0]
 
 
 def _own(value: Any, shared: list[_Memory]) -> Any:
     if isinstance(value, np.ndarray):
-        return value.copy() if any(m.overlaps(value) for m in shared) else value
+        span = _span(value)
+        return value.copy() if span is not None and any(m.overlaps(span) for m in shared) else value
     if isinstance(value, list):
         return [_own(v, shared) for v in value]
     return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from helpers import load_fused
 
 import rnnloop
 
-DATA = __import__("pathlib").Path(__file__).parent / "data"
+DATA = Path(__file__).parent / "data"
 FIXTURE = DATA / "ti_reverse_rnn.xml"
 W = (np.arange(15, dtype=np.float32).reshape(3, 5) - 7) / 10
 R = (np.arange(25, dtype=np.float32).reshape(5, 5) % 7 - 3) / 10

@@ -37,7 +37,7 @@ def convert_net(net: Net) -> Graph:
     params = [layer for layer in net.layers.values() if layer.type == "Parameter"]
     inputs = {}
     for layer in params:
-        name = b.claim(_tensor_name(layer.outputs[0].names, layer.name))
+        name = b.claim((layer.outputs[0].names or [layer.name])[0])
         b.input(name, _port_type(layer.outputs[0]))
         inputs[layer.id] = name
     results = lower_net(net, b, inputs)
@@ -48,10 +48,6 @@ def convert_net(net: Net) -> Graph:
         b.set_type(name, b.graph.types.get(value))
         b.output(name)
     return b.graph
-
-
-def _tensor_name(names: list[str], fallback: str) -> str:
-    return names[0] if names else fallback
 
 
 def _port_type(port) -> TensorType:
@@ -147,6 +143,12 @@ def _convert(layer: Layer, b: Builder, args: list[str], outputs: list[str]) -> N
         b.origin = None
 
 
+def _boolean(text: str) -> bool:
+    if text.lower() not in ("true", "false", "1", "0"):
+        raise ValueError(text)
+    return text.lower() in ("true", "1")
+
+
 class LayerContext:
     """One layer being converted: its builder, outputs, origin, and typed access to its attributes."""
 
@@ -165,52 +167,32 @@ class LayerContext:
         return UnsupportedModelError(f"{self.origin}: {message}")
 
     def attr(self, key: str, default: str | None = None) -> str:
-        value = self.data.get(key, default)
-        if value is None:
-            raise self.fail(f"the attribute '{key}' is missing")
-        return value
+        return self._parse(key, default, str, "text")
 
     def attr_int(self, key: str, default: int | None = None) -> int:
-        return self._parse(key, default, int)
+        return self._parse(key, default, int, "an integer")
 
     def attr_float(self, key: str, default: float | None = None) -> float:
-        return self._parse(key, default, float)
+        return self._parse(key, default, float, "a number")
 
     def attr_bool(self, key: str, default: bool | None = None) -> bool:
-        value = self.data.get(key)
-        if value is None:
-            if default is None:
-                raise self.fail(f"the attribute '{key}' is missing")
-            return default
-        if value.lower() not in ("true", "false", "1", "0"):
-            raise self.fail(f"the attribute {key}='{value}' is not a boolean")
-        return value.lower() in ("true", "1")
+        return self._parse(key, default, _boolean, "a boolean")
 
     def attr_ints(self, key: str, default: list[int] | None = None) -> list[int]:
+        return self._parse(key, default, lambda v: [int(x) for x in v.replace(" ", "").split(",") if x],
+                           "a list of integers")
+
+    def _parse(self, key: str, default, convert: Callable, what: str):
+        """The attribute `key` converted; `default` when it is absent (None: it is required)."""
         value = self.data.get(key)
         if value is None:
             if default is None:
                 raise self.fail(f"the attribute '{key}' is missing")
             return default
         try:
-            return [int(v) for v in value.replace(" ", "").split(",") if v]
+            return convert(value)
         except ValueError:
-            raise self.fail(f"the attribute {key}='{value}' is not a list of integers") from None
-
-    def _parse(self, key: str, default, kind: Callable):
-        value = self.data.get(key)
-        if value is None:
-            if default is None:
-                raise self.fail(f"the attribute '{key}' is missing")
-            return default
-        try:
-            return kind(value)
-        except ValueError:
-            raise self.fail(f"the attribute {key}='{value}' is not {kind.__name__}") from None
-
-    def in_dtype(self, k: int) -> np.dtype | None:
-        ports = self.layer.inputs
-        return ports[k].dtype if k < len(ports) else None
+            raise self.fail(f"the attribute {key}='{value}' is not {what}") from None
 
     def out_dtype(self, k: int = 0) -> np.dtype | None:
         ports = self.layer.outputs

@@ -92,15 +92,15 @@ def _convert(n, args, is_loop: bool) -> None:
     if condition is not None:
         body_outputs.append(values[condition.internal_layer_id])
     body_outputs += [values[back[m.internal_layer_id]] for m in carried]
-    stacked, finals_from_stack = [], []
+    stacked = {}  # external port -> how its values stack (an output without axis: to take the last)
     for m in outputs:
         if m.axis is not None:
-            body_outputs.append(values[m.internal_layer_id])
-            stacked.append((m, Stack(axis=m.axis, concat=True, reverse=m.stride < 0)))
+            stacked[m.external_port_id] = Stack(axis=m.axis, concat=True, reverse=m.stride < 0)
         elif m.internal_layer_id not in back.values():
-            body_outputs.append(values[m.internal_layer_id])
-            stacked.append((m, Stack(axis=0)))
-            finals_from_stack.append(m)
+            stacked[m.external_port_id] = Stack(axis=0)
+        else:
+            continue
+        body_outputs.append(values[m.internal_layer_id])
     seen = set()
     for k, name in enumerate(body_outputs):  # a body value that leaves twice leaves as two names
         if name in seen or name in sub.graph.inputs:
@@ -116,19 +116,18 @@ def _convert(n, args, is_loop: bool) -> None:
                   carried=[by_port[m.external_port_id] for m in carried],
                   sliced=[(by_port[m.external_port_id], _slice(n, m)) for m in sliced],
                   invariants=[by_port[m.external_port_id] for m in invariant],
-                  stacked=[s for _, s in stacked], body_iteration=iteration is not None,
+                  stacked=list(stacked.values()), body_iteration=iteration is not None,
                   body_cond_out=condition is not None)
-    finals, stacks = outs[:len(carried)], outs[len(carried):]
-    final_of = {back[m.internal_layer_id]: f for m, f in zip(carried, finals)}
+    final_of = {back[m.internal_layer_id]: f for m, f in zip(carried, outs)}
+    stack_of = dict(zip(stacked, outs[len(carried):]))
     for m in outputs:
-        target = out_by_port[m.external_port_id]
-        if m.axis is not None or m in finals_from_stack:
-            value = stacks[[s for s, _ in stacked].index(m)]
-            if m in finals_from_stack:  # the last iteration's value
-                value = b.op1("Gather", value, n.const(-1), axis=0)
-            b.op("Identity", [value], [target])
+        if m.external_port_id not in stack_of:
+            value = final_of[m.internal_layer_id]
+        elif m.axis is None:  # the last iteration's value
+            value = b.op1("Gather", stack_of[m.external_port_id], n.const(-1), axis=0)
         else:
-            b.op("Identity", [final_of[m.internal_layer_id]], [target])
+            value = stack_of[m.external_port_id]
+        b.op("Identity", [value], [out_by_port[m.external_port_id]])
 
 
 def _slice(n, m: PortMap) -> Slice:
