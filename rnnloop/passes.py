@@ -65,3 +65,30 @@ def _fold(op, constants: dict) -> list[np.ndarray] | None:
         return None
     # Contiguous copies: a view would keep its base alive and hand kernels a strided layout.
     return [r.copy() if r.base is not None or not r.flags.c_contiguous else r for r in results]
+
+
+def eliminate_dead_code(graph: Graph) -> Graph:
+    """The graph without the ops and constants whose results nothing reads, in it and its subgraphs.
+
+    IR ops have no side effects, so an op whose outputs no later op and no graph output reads can go
+    (a Network's while condition leaves its first computation in the body unread, for one).
+    """
+    live = set(graph.outputs)
+    kept = []
+    for op in reversed(graph.ops):
+        if not any(n in live for n in op.outputs if n):
+            continue
+        if op.subgraphs:
+            fields = {"body": op.body} if isinstance(op, Loop) else {"then_graph": op.then_graph,
+                                                                     "else_graph": op.else_graph}
+            pruned = {k: eliminate_dead_code(g) for k, g in fields.items()}
+            if any(pruned[k] is not g for k, g in fields.items()):
+                op = dataclasses.replace(op, **pruned)
+        live.update(n for n in op.inputs if n)
+        kept.append(op)
+    kept.reverse()
+    constants = {k: v for k, v in graph.constants.items() if k in live}
+    if len(kept) == len(graph.ops) and all(a is b for a, b in zip(kept, graph.ops)) and \
+            len(constants) == len(graph.constants):
+        return graph
+    return dataclasses.replace(graph, ops=kept, constants=constants)

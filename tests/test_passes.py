@@ -1,4 +1,4 @@
-"""IR rewrites between lowering and planning: constant folding."""
+"""IR rewrites between lowering and planning: constant folding, dead code elimination."""
 
 from __future__ import annotations
 
@@ -100,3 +100,19 @@ def test_ops_on_constants_inside_a_loop_body_are_folded_too():
     assert [op.op_type for op in body.ops] == ["Identity", "MatMul"]
     np.testing.assert_array_equal(session.run(None, {"n": np.array(1), "x0": np.array([1, 1], np.float32)})[0],
                                   [3, 7])
+
+
+def test_ops_nothing_reads_are_dropped_in_graphs_and_loop_bodies():
+    model = parse("""
+    dead (float[2] x, int64 n) => (float[2] y) {
+        unused = Exp(x)
+        t = Constant <value = bool {1}> ()
+        y = Loop(n, t, x) <body = step (int64 i, bool c, float[2] acc) => (bool c_out, float[2] acc_out) {
+            c_out = Identity(c)
+            waste = Sin(acc)
+            acc_out = Add(acc, acc)
+        }>
+    }""")
+    graph = rnnloop.load(model, backend="interp").graph
+    assert [op.op_type for op in graph.ops] == ["Loop"] and list(graph.constants) == ["t"]
+    assert [op.op_type for op in graph.ops[0].body.ops] == ["Identity", "Add"]
