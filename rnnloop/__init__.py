@@ -2,7 +2,9 @@
 
 __version__ = "0.1.0"  # first: the code generator stamps it into kernel headers
 
+from . import op
 from .errors import (
+                     BuildError,
                      FallbackWarning,
                      InputError,
                      ModelError,
@@ -11,7 +13,8 @@ from .errors import (
                      RunError,
                      UnsupportedModelError,
 )
+from .network import Loop, Network, Recurrence, Tensor
 from .session import Session, ValueInfo, load
 
-__all__ = ["load", "Session", "ValueInfo", "RnnloopError", "ModelError", "UnsupportedModelError", "InputError",
-           "OpError", "RunError", "FallbackWarning", "__version__"]
+__all__ = ["load", "Session", "ValueInfo", "Network", "Loop", "Recurrence", "Tensor", "op", "RnnloopError", "ModelError", "BuildError",
+           "UnsupportedModelError", "InputError", "OpError", "RunError", "FallbackWarning", "__version__"]

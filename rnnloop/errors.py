@@ -15,6 +15,11 @@ class ModelError(RnnloopError):
     """The model is malformed: bad structure, ports, types or shapes."""
 
 
+class BuildError(ModelError):
+    """A Network or a traced function is built wrongly: an op's inputs do not fit it, a loop is
+    incomplete, or a carry changes its structure, shape or dtype."""
+
+
 class InputError(RnnloopError):
     """A feed does not match the model's inputs (name, dtype, rank or a fixed dimension)."""
 
