@@ -113,6 +113,31 @@ class RnnRatio:
     track_ratio_to_onnxruntime_native.unit = "ratio"
 
 
+class ScanApi:
+    """The LSTM cell as a Python step function run by `rnnloop.scan` on arrays (the library API, its
+    per-call overhead included) over onnxruntime's native LSTM op on the same weights (below 1: faster)."""
+
+    params = (SIZES,)
+    param_names = ("size",)
+    timeout = 600
+
+    def setup(self, size):
+        import rnnloop
+        from rnnloop.models import lstm_step
+        sizes = tuple(map(int, size.split("x")))
+        step, init, xs = lstm_step(*sizes)
+        self.engines = [Engine("rnnloop.scan", lambda: lambda: rnnloop.scan(step, init, xs)),
+                        Engine("onnxruntime native", lambda: _runner("onnxruntime", "lstm_native", *sizes))]
+
+    def track_ratio_to_onnxruntime_native(self, size):
+        ours, theirs = measure(self.engines, repeat=5)
+        if ours.seconds is None or theirs.seconds is None:
+            raise RuntimeError(ours.error or theirs.error)
+        return ours.seconds / theirs.seconds
+
+    track_ratio_to_onnxruntime_native.unit = "ratio"
+
+
 def _ir_runner(engine: str, size: str):
     """A call that runs an LSTM as OpenVINO IR once. "rnnloop ir" and "openvino ir": both on the
     TensorIterator OpenVINO makes of the lstm_scan model; "openvino sequence": OpenVINO on the

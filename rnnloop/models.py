@@ -247,6 +247,23 @@ def sequence_insert_loop(steps: int = 8000) -> Built:
 
 
 # (batch, input_size, hidden, steps) of the LSTM/GRU workloads the benchmarks time.
+def lstm_step(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: int = 200, seed: int = 0):
+    """The cell of `lstm_loop` as a Python step function for `rnnloop.scan`, with its initial carry
+    and xs: `rnnloop.scan(step, init, xs)` returns ((h, c), Y) with lstm_loop's outputs."""
+    from . import op
+    (w, r, wb, rb), feeds = _cell(4, batch, input_size, hidden, steps, seed, states=2)
+    bias = wb + rb
+
+    def step(carry, x):
+        h, c = carry
+        i, o, f, g = op.split(x @ w + h @ r + bias, axis=1, num_outputs=4)
+        c = op.sigmoid(f) * c + op.sigmoid(i) * np.tanh(g)
+        h = op.sigmoid(o) * np.tanh(c)
+        return (h, c), h
+
+    return step, (feeds["h0"], feeds["c0"]), feeds["X"]
+
+
 RNN_SIZES = ((1, 64, 128, 200), (1, 128, 256, 200), (16, 128, 256, 200), (64, 256, 512, 100))
 
 MODELS: dict[str, Callable[..., Built]] = {

@@ -37,6 +37,13 @@ def test_loop_and_scan_cells_compute_what_onnxruntimes_native_op_computes(cell, 
     assert_same(run_rnnloop(model, feeds, "interp"), native, rtol=1e-5, atol=1e-5)
 
 
+def test_the_scan_step_computes_what_the_loop_model_computes():
+    from rnnloop.models import lstm_step
+    step, init, xs = lstm_step(**SIZES)
+    (h, c), y = rnnloop.scan(step, init, xs)
+    assert_same([h, c, y], run_rnnloop(*MODELS["lstm_loop"](**SIZES), "interp"), rtol=1e-5, atol=1e-5)
+
+
 # Each fused form costs a kernel compile on a cold cache: both cells and both forms, in two models.
 @pytest.mark.parametrize("name", ["lstm_loop", "gru_scan"])
 def test_fused_cells_compute_what_onnxruntimes_native_op_computes(name):
