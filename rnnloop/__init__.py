@@ -13,10 +13,10 @@ from .errors import (
                      RunError,
                      UnsupportedModelError,
 )
-from .functional import Traced, fori_loop, scan, trace, while_loop
-from .network import Loop, Network, Recurrence, Tensor
+from .functional import Traced, cond, fori_loop, scan, trace, while_loop
+from .network import Conditional, Loop, Network, Recurrence, Tensor
 from .session import Session, ValueInfo, load
 
-__all__ = ["load", "Session", "ValueInfo", "Network", "Loop", "Recurrence", "Tensor", "scan", "while_loop",
-           "fori_loop", "trace", "Traced", "op", "RnnloopError", "ModelError", "BuildError",
+__all__ = ["load", "Session", "ValueInfo", "Network", "Loop", "Conditional", "Recurrence", "Tensor", "scan",
+           "while_loop", "fori_loop", "cond", "trace", "Traced", "op", "RnnloopError", "ModelError", "BuildError",
            "UnsupportedModelError", "InputError", "OpError", "RunError", "FallbackWarning", "__version__"]

@@ -1,4 +1,4 @@
-"""Loops as functions in the style of jax.lax: scan, while_loop, fori_loop, and trace.
+"""Loops as functions in the style of jax.lax: scan, while_loop, fori_loop, cond, and trace.
 
 Each traces the Python functions it is given over symbolic tensors (NumPy operators, ufuncs and
 `rnnloop.op` functions work on them) into one loop of a Network. Called on NumPy arrays, it runs
@@ -234,6 +234,30 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any) -> Any:
     for r, value in zip(carry, new):
         r.set_next(value)
     return unflatten(tree, [loop.add_output(r, "last") for r in carry])
+
+
+def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:
+    """`true_fun(*operands)` if pred else `false_fun(*operands)`; as jax.lax.cond. Both functions must
+    return the same structure with the same dtypes and ranks; only the one taken runs (ops that read
+    no operand run before the choice)."""
+    if not _symbolic(pred, operands):
+        return _eager(("cond", true_fun, false_fun), lambda p, *o: cond(p, true_fun, false_fun, *o),
+                      np.asarray(pred, np.bool_), *operands)
+    scope = _scope_of(pred, operands)
+    conditional = scope.add_if(scope.net._tensor(pred, dtype=np.bool_))
+    leaves, tree = flatten(operands)
+    args = unflatten(tree, [conditional.add_input(x) for x in leaves])
+    (a, a_tree), (b, b_tree) = (flatten(_traced_call(conditional, fn, *args)) for fn in (true_fun, false_fun))
+    if a_tree != b_tree:
+        raise BuildError(f"cond: true_fun returns the structure {_show(a_tree)}, false_fun {_show(b_tree)}; "
+                         "both must return the same tuples, lists and dicts")
+    net = scope.net
+    a, b = [net._tensor(x) for x in a], [net._tensor(x) for x in b]
+    problems = [f"  {path}: true_fun gives {x.type}, false_fun {y.type}" for path, x, y in
+                zip(_paths(a_tree, "output"), a, b) if x.dtype != y.dtype or x.ndim != y.ndim]
+    if problems:
+        raise BuildError("cond: the branches must give the same dtypes and ranks, but:\n" + "\n".join(problems))
+    return unflatten(a_tree, [conditional.add_output(x, y) for x, y in zip(a, b)])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import numpy as np
 from .builder import Builder
 from .errors import BuildError
 from .ir import Graph, Op, Origin, Slice, Stack
-from .network import Loop, Network, Recurrence, Tensor, _Scope
+from .network import Conditional, Loop, Network, Recurrence, Tensor, _Scope
 
 
 def lower(net: Network) -> Graph:
@@ -39,10 +39,16 @@ def lower(net: Network) -> Graph:
 
 def _lower_scope(net: Network, scope: _Scope, b: Builder, env: dict[str, str]) -> None:
     for item in _ordered(net, scope):
-        if isinstance(item, Loop):
-            _lower_loop(net, item, b, env)
-        else:
-            _lower_op(net, item, b, env)
+        _lower_item(net, item, b, env)
+
+
+def _lower_item(net: Network, item: Op | _Scope, b: Builder, env: dict[str, str]) -> None:
+    if isinstance(item, Loop):
+        _lower_loop(net, item, b, env)
+    elif isinstance(item, Conditional):
+        _lower_if(net, item, b, env)
+    else:
+        _lower_op(net, item, b, env)
 
 
 def _value(net: Network, b: Builder, env: dict[str, str], name: str) -> str:
@@ -78,7 +84,7 @@ def _ordered(net: Network, scope: _Scope) -> list:
     while len(done) < len(items):
         ready = next((k for k in range(len(items)) if k not in placed and deps[k] <= placed), None)
         if ready is None:
-            stuck = [items[k].name if isinstance(items[k], Loop) else items[k].outputs[0]
+            stuck = [items[k].name if isinstance(items[k], _Scope) else items[k].outputs[0]
                      for k in range(len(items)) if k not in placed]
             raise BuildError(f"{scope.name}: {', '.join(stuck)} depend on each other in a cycle (a loop reads "
                              "a value computed from its own outputs)")
@@ -87,40 +93,40 @@ def _ordered(net: Network, scope: _Scope) -> list:
     return [items[k] for k in done]
 
 
-def _made(item) -> list[str]:
-    return [out.name for *_, out in item.outputs] if isinstance(item, Loop) else item.outputs
+def _made(item: Op | _Scope) -> list[str]:
+    return [out.name for *_, out in item.outputs] if isinstance(item, _Scope) else item.outputs
 
 
-def _reads(net: Network, item) -> list[str]:
-    """Names an item reads from its scope or outside: an op's inputs, a loop's ports and free names."""
-    if not isinstance(item, Loop):
+def _reads(net: Network, item: Op | _Scope) -> list[str]:
+    """Names an item reads from its scope or outside: an op's inputs; a loop's or conditional's ports
+    and the names its insides read from outside it."""
+    if not isinstance(item, _Scope):
         return [n for n in item.inputs if n]
     return _ports(item) + _free(net, item)
 
 
-def _ports(loop: Loop) -> list[str]:
-    """The values a loop op takes from its scope: trip count, iterated tensors, initial values."""
-    return [*([loop.trip.name] if loop.trip is not None else []), *(src.name for src, *_ in loop.iterators),
-            *(r.initial.name for r in loop.recurrences)]
+def _ports(scope: Loop | Conditional) -> list[str]:
+    """The values a loop or If op takes from its scope: trip count, iterated tensors and initial values;
+    or the condition."""
+    if isinstance(scope, Conditional):
+        return [scope.condition.name]
+    return [*([scope.trip.name] if scope.trip is not None else []), *(src.name for src, *_ in scope.iterators),
+            *(r.initial.name for r in scope.recurrences)]
 
 
-def _free(net: Network, loop: Loop) -> list[str]:
-    """Names the loop's body (nested loops included) reads from outside the loop, in first-use order."""
+def _free(net: Network, scope: Loop | Conditional) -> list[str]:
+    """Names the scope's insides (nested scopes included) read from outside it, in first-use order."""
     found: dict[str, None] = {}
-
-    def visit(scope: _Scope) -> None:
-        for item in scope.items:
-            found.update(dict.fromkeys(_reads(net, item)))
-            if isinstance(item, Loop):
-                visit(item)
-        if isinstance(scope, Loop):
-            found.update(dict.fromkeys(r.next.name for r in scope.recurrences if r.next is not None))
-            found.update(dict.fromkeys(value.name for value, *_ in scope.outputs))
-            if scope.condition is not None:
-                found.update(dict.fromkeys([scope.condition.name]))
-
-    visit(loop)
-    return [n for n in found if not net.tensors[n].scope.within(loop)]
+    for item in scope.items:
+        found.update(dict.fromkeys(_reads(net, item)))
+    if isinstance(scope, Loop):
+        found.update(dict.fromkeys(r.next.name for r in scope.recurrences if r.next is not None))
+        found.update(dict.fromkeys(value.name for value, *_ in scope.outputs))
+        if scope.condition is not None:
+            found[scope.condition.name] = None
+    else:
+        found.update(dict.fromkeys(v.name for *values, _ in scope.outputs for v in values))
+    return [n for n in found if not net.tensors[n].scope.within(scope)]
 
 
 def _lower_loop(net: Network, loop: Loop, b: Builder, env: dict[str, str]) -> None:
@@ -224,3 +230,41 @@ def _condition_ops(net: Network, loop: Loop) -> list[Op]:
             needed.add(id(producer))
             todo.extend(n for n in producer.inputs if n)
     return [op for op in loop.items if isinstance(op, Op) and id(op) in needed]
+
+
+def _lower_if(net: Network, conditional: Conditional, b: Builder, env: dict[str, str]) -> None:
+    """An ir.If whose branches take every outside value the conditional reads and each run only the
+    items their outputs need."""
+    captures = [n for n in _free(net, conditional) if net.tensors[n].value is None]
+    branches = []
+    for k, label in enumerate(("then", "else")):
+        sub = b.sub(f"{conditional.name}/{label}")
+        senv = {n: sub.input(sub.fresh(n), net.tensors[n].type) for n in captures}
+        values = [v[k] for v in conditional.outputs]
+        needed = _needed(net, conditional, [v.name for v in values])
+        for item in _ordered(net, conditional):
+            if id(item) in needed:
+                _lower_item(net, item, sub, senv)
+        for v in values:
+            sub.output(_value(net, sub, senv, v.name))
+        branches.append(sub.graph)
+    b.origin = Origin("rnnloop", conditional.name, "If")
+    names = b.if_(_value(net, b, env, conditional.condition.name), *branches,
+                  [_value(net, b, env, n) for n in captures], len(conditional.outputs))
+    b.origin = None
+    for (*_, out), name in zip(conditional.outputs, names):
+        env[out.name] = name
+        b.set_type(name, out.type)
+
+
+def _needed(net: Network, scope: _Scope, names: list[str]) -> set[int]:
+    """id() of the scope's items that computing `names` needs."""
+    needed: set[int] = set()
+    todo = list(names)
+    while todo:
+        t = net.tensors[todo.pop()]
+        producer = net._producer.get(t.name)
+        if t.scope is scope and producer is not None and id(producer) not in needed:
+            needed.add(id(producer))
+            todo.extend(_reads(net, producer))
+    return needed

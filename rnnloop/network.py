@@ -126,6 +126,12 @@ class _Scope:
         self.items.append(loop)
         return loop
 
+    def add_if(self, condition: Tensor | bool, name: str | None = None) -> Conditional:
+        """A conditional nested in this scope, choosing by `condition` (a boolean scalar)."""
+        conditional = Conditional(self.net, self, self.net._fresh(name or "if"), condition)
+        self.items.append(conditional)
+        return conditional
+
 
 class Loop(_Scope):
     """A loop, as TensorRT's ILoop: trip limits, iterators, recurrences and outputs.
@@ -265,6 +271,65 @@ class Loop(_Scope):
         return counts.pop() if len(counts) == 1 else None
 
 
+class Conditional(_Scope):
+    """An if-then-else, as TensorRT's IIfConditional: `add_input` brings values in, ops on them
+    belong to the conditional, and `add_output(then_value, else_value)` gives the value of the
+    branch the condition selects. Only the ops each output needs run in its branch; ops reading
+    only values from outside run before the conditional, whichever branch is taken.
+    """
+
+    def __init__(self, net: Network, parent: _Scope, name: str, condition: Tensor | bool):
+        super().__init__(net, parent, name)
+        self.condition = net._tensor(condition, dtype=np.bool_)
+        if self.condition.dtype != np.bool_ or self.condition.ndim not in (0, None):
+            raise BuildError(f"conditional '{name}': the condition must be a boolean scalar, "
+                             f"'{self.condition.name}' is {self.condition.type}")
+        if not parent.within(self.condition.scope):
+            raise BuildError(f"conditional '{name}': the condition '{self.condition.name}' must come from "
+                             "outside the conditional")
+        self.outputs: list[tuple[Tensor, Tensor, Tensor]] = []  # (then value, else value, out)
+
+    def add_input(self, value: Tensor | Any) -> Tensor:
+        """`value` (from outside) as a value of the conditional: ops on it run in its branches."""
+        tensor = self.net._tensor(value)
+        if not self.parent.within(tensor.scope):
+            raise BuildError(f"conditional '{self.name}': an input must come from outside it, "
+                             f"'{tensor.name}' is computed in {tensor.scope.name}")
+        name = self.net._fresh(f"{tensor.name}_in")
+        op = Op("Identity", [tensor.name], [name], {}, Origin("rnnloop", name, "Identity"))
+        self.items.append(op)
+        self.net._producer[name] = op
+        return self.net._add(Tensor(self.net, name, tensor.type, self))
+
+    def add_output(self, then_value: Tensor | Any, else_value: Tensor | Any) -> Tensor:
+        """The value of the branch taken: `then_value` when the condition holds, else `else_value`;
+        both of one dtype and rank."""
+        values = [self.net._tensor(v) for v in (then_value, else_value)]
+        for v in values:
+            if not self.within(v.scope):
+                raise BuildError(f"conditional '{self.name}': '{v.name}' is computed in {v.scope.name}, "
+                                 "not in this conditional or outside it")
+        a, b = values[0].type, values[1].type
+        if isinstance(a, TensorType) and isinstance(b, TensorType):
+            problem = mismatch(TensorType(a.dtype, _rank_only(a.shape)), TensorType(b.dtype, _rank_only(b.shape)))
+            if problem:
+                raise BuildError(f"conditional '{self.name}': the branches give {a} and {b} ({problem}); "
+                                 "both must have one dtype and rank")
+            shape = None if a.shape is None or b.shape is None else \
+                tuple(x if x == y else None for x, y in zip(a.shape, b.shape))
+            type_ = TensorType(a.dtype or b.dtype, shape)
+        else:
+            type_ = a or b
+        out = self.net._add(Tensor(self.net, self.net._fresh(f"{self.name}_out"), type_, self.parent))
+        self.net._producer[out.name] = self
+        self.outputs.append((values[0], values[1], out))
+        return out
+
+
+def _rank_only(shape: tuple | None) -> tuple | None:
+    return None if shape is None else (None,) * len(shape)
+
+
 class Network:
     """A model built op by op; `compile()` gives a Session, `to_onnx()` an ONNX model."""
 
@@ -338,7 +403,7 @@ class Network:
         from .infer import infer  # imports onnx, which `import rnnloop` does not need
         if op_type not in OPS or op_type in ("Loop", "If"):
             raise BuildError(f"network '{self.name}': '{op_type}' is not an op to add with op(); "
-                             + ("use add_loop()" if op_type == "Loop" else "see rnnloop.ops.OPS for the ops"))
+                             + {"Loop": "use add_loop()", "If": "use add_if()"}.get(op_type, "see rnnloop.ops.OPS"))
         if name is not None and name in self.tensors:
             raise BuildError(f"{op_type} '{name}': the name is already used in network '{self.name}'")
         attrs = {k: np.dtype(v) if k in ("to", "dtype") else np.asarray(v) if k == "value" else v
@@ -393,6 +458,10 @@ class Network:
     def add_loop(self, name: str | None = None) -> Loop:
         """A new loop at the top level (nest loops with `loop.add_loop()`)."""
         return self.top.add_loop(name)
+
+    def add_if(self, condition: Tensor | bool, name: str | None = None) -> Conditional:
+        """A new if-then-else at the top level (nest with `loop.add_if()` inside a loop)."""
+        return self.top.add_if(condition, name)
 
     def graph(self):
         """The network as an IR graph (checked: every loop complete, every output computed)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from helpers import run_onnxruntime
@@ -251,3 +253,31 @@ def test_a_traced_function_called_with_other_arguments_says_so():
         traced(np.float32(1))
     with pytest.raises(rnnloop.InputError, match="must be float32"):
         traced(np.float32(1), "x")
+
+
+def test_cond_runs_one_branch():
+    assert rnnloop.cond(True, lambda x: x * 2, lambda x: x - 1, np.float32(3)) == 6
+    assert rnnloop.cond(np.array(False), lambda x: x * 2, lambda x: x - 1, np.float32(3)) == 2
+
+
+def test_cond_inside_scan_is_interpreted_and_right(backend):
+    def step(total, x):
+        total = rnnloop.cond(x > 0, lambda t, v: t + v, lambda t, v: t - v, total, x)
+        return total, total
+
+    xs = np.array([1, -2, 3, -4], np.float32)
+    traced = rnnloop.trace(lambda t, xs: rnnloop.scan(step, t, xs), np.float32(0), xs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rnnloop.FallbackWarning)
+        session = traced.network.compile(backend=backend)
+    if backend == "numba":  # If in a loop body is not compiled: the loop says so and is interpreted
+        assert "If inside a loop body is not compiled" in session.explain()
+    total, totals = session.run(None, {"t": np.float32(0), "xs": xs})
+    np.testing.assert_array_equal(totals, [1, 3, 6, 10])
+
+
+def test_cond_branches_must_agree():
+    with pytest.raises(rnnloop.BuildError, match=r"output\[1\]: true_fun gives float32\[\], false_fun float64\[\]"):
+        rnnloop.cond(True, lambda x: (x, x), lambda x: (x, x.astype(np.float64)), np.float32(1))
+    with pytest.raises(rnnloop.BuildError, match="structure"):
+        rnnloop.cond(True, lambda x: (x, x), lambda x: x, np.float32(1))

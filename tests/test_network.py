@@ -284,3 +284,44 @@ def test_a_while_condition_may_not_read_an_iterator():
     net.mark_output(loop.add_output(r), "y")
     with pytest.raises(rnnloop.BuildError, match="depends on .* from an iterator"):
         net.compile()
+
+
+# ---------------------------------------------------------------------------------------------
+# Conditionals
+
+
+def conditional_network():
+    """y = exp(x) + w if p else -x: the then branch reads a value from outside directly."""
+    net = rnnloop.Network()
+    x = net.add_input("x", np.float32, ("n",))
+    p = net.add_input("p", np.bool_, ())
+    w = net.constant(np.float32(0.5))
+    branch = net.add_if(p)
+    x_in = branch.add_input(x)
+    net.mark_output(branch.add_output(net.add(net.exp(x_in), w), net.neg(x_in)), "y")
+    net.mark_output(branch.add_output(x, net.constant(np.zeros(1, np.float32))), "passed")
+    return net
+
+
+@pytest.mark.parametrize("p", [True, False])
+def test_a_conditional_runs_the_branch_its_condition_selects(p):
+    x = np.array([0.0, 1.0, 2.0], np.float32)
+    expected = [np.exp(x) + np.float32(0.5), x] if p else [-x, np.zeros(1, np.float32)]
+    check(conditional_network(), {"x": x, "p": np.array(p)}, expected, "interp")
+
+
+def test_a_conditional_types_its_outputs_from_both_branches():
+    outputs = {info.name: info for info in conditional_network().compile(backend="interp").get_outputs()}
+    assert outputs["y"].shape == ["n"] and outputs["passed"].shape == [None]
+
+
+def test_conditional_mistakes_are_named():
+    net = rnnloop.Network()
+    x = net.add_input("x", np.float32, (2,))
+    with pytest.raises(rnnloop.BuildError, match="boolean scalar"):
+        net.add_if(x)
+    branch = net.add_if(True)
+    with pytest.raises(rnnloop.BuildError, match="one dtype and rank"):
+        branch.add_output(x, net.constant(np.zeros((2, 2), np.float32)))
+    with pytest.raises(rnnloop.BuildError, match="use add_if"):
+        net.op("If", x)
