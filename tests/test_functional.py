@@ -272,7 +272,7 @@ def test_cond_inside_scan_is_interpreted_and_right(backend):
         session = traced.network.compile(backend=backend)
     if backend == "numba":  # If in a loop body is not compiled: the loop says so and is interpreted
         assert "If inside a loop body is not compiled" in session.explain()
-    total, totals = session.run(None, {"t": np.float32(0), "xs": xs})
+    _, totals = session.run(None, {"t": np.float32(0), "xs": xs})
     np.testing.assert_array_equal(totals, [1, 3, 6, 10])
 
 

@@ -675,6 +675,14 @@ def _scalar_of(g: LoopGen, v: Var | None, default: str, what: str, op: Op) -> st
     return f"{v.expr}[{', '.join(['0'] * v.rank)}]"
 
 
+def _zero_d(g: LoopGen, v: Var) -> Var:
+    """A scalar value as a 0-d array, made once before the loop (scalar Vars are constants' literals)."""
+    name = g.pre.fresh("zero_d")
+    g.pre(f"{name} = np.empty((), {dtype_name(v.dtype)})")
+    g.pre(f"{name}[()] = {v.expr}")
+    return Var(name, v.dtype, 0, "invariant")
+
+
 def _emit_inner_loop(g: LoopGen, op: Loop, constants: list[np.ndarray], params: list[str]) -> list[Var]:
     """A loop in the body: its own function in the module, called once per outer iteration."""
     known = {**g.known, **{n: v for n, v in g.graph.constants.items() if isinstance(v, np.ndarray)}}
@@ -686,9 +694,11 @@ def _emit_inner_loop(g: LoopGen, op: Loop, constants: list[np.ndarray], params: 
         constants.append(value)
         args.append(arg)
     ins = [g.var(n) for n in op.inputs]
-    for v, n in zip(ins[2:], op.inputs[2:]):
-        if v is None or v.kind == "scalar":
+    for k, (v, n) in enumerate(zip(ins[2:], op.inputs[2:]), start=2):
+        if v is None:
             raise NoRule(f"{op.where()}: input '{n}' is not an array")
+        if v.kind == "scalar":  # a 0-d constant held as a literal: the inner loop takes an array
+            ins[k] = _zero_d(g, v)
     trip = _scalar_of(g, ins[0], "-1", "trip count", op)
     if ins[0] is not None:
         trip = f"max(np.int64({trip}), 0)"
