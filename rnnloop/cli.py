@@ -1,4 +1,4 @@
-"""Command line: rnnloop run | inspect | codegen | bench | demo."""
+"""Command line: rnnloop run | inspect | codegen | bench | cache | demo."""
 
 from __future__ import annotations
 
@@ -218,6 +218,17 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
                         help="steps of a built-in model; for a file, the steps a run takes (to report time per step)")
 
 
+def _cmd_cache(args) -> int:
+    from .codegen.cache import cache_info, clear_cache
+    if args.action == "clear":
+        print(f"removed {clear_cache()} files from {cache_info()['directory']}")
+        return 0
+    info = cache_info()
+    print(f"directory: {info['directory']}\nkernels:   {info['kernels']} ({info['compiled']} compiled "
+          f"functions)\nsize:      {info['bytes'] / 1e6:.1f} MB")
+    return 0
+
+
 def _built_in_names() -> list[str]:
     from .models import MODELS
     return list(MODELS)
@@ -278,6 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _model_options(codegen)
     codegen.set_defaults(fn=_cmd_codegen)
     _bench_parser(commands)
+    cache = commands.add_parser("cache", help="show or clear the compiled-kernel cache (RNNLOOP_CACHE_DIR)")
+    cache.add_argument("action", choices=["info", "clear"])
+    cache.set_defaults(fn=_cmd_cache)
     demo = commands.add_parser("demo", help="the built-in LSTM loop: rnnloop fused vs interpreter vs onnxruntime")
     demo.add_argument("--steps", type=int, default=200)
     demo.add_argument("--repeat", type=int, default=20)

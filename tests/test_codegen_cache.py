@@ -1,5 +1,5 @@
 """The on-disk compile cache: content-addressed kernel files, numba cache hits across processes,
-recovery from corrupt entries, concurrent writers, and an unwritable cache dir."""
+recovery from corrupt entries, concurrent writers, unwritable or unsafe cache dirs, info and clear."""
 
 from __future__ import annotations
 
@@ -156,6 +156,40 @@ def test_read_only_cache_dir_falls_back(tmp_path):
     finally:
         read_only.chmod(0o700)
     assert len(report["warnings"]) == 1 and str(read_only) in report["warnings"][0]
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_a_cache_dir_everyone_may_write_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    (shared / "kernels").mkdir(parents=True)
+    (shared / "kernels").chmod(0o777)  # anyone could plant numba pickles there
+    report = run(shared, [PLAIN], TMPDIR=str(tmp_path))
+    assert len(report["warnings"]) == 1 and "writable by every user" in report["warnings"][0]
+    assert not Path(report["files"][0]).is_relative_to(shared)
+
+
+def test_new_cache_dirs_are_private_to_the_user(tmp_path, monkeypatch):
+    monkeypatch.setenv("RNNLOOP_CACHE_DIR", str(tmp_path / "fresh"))
+    module = cache.load_source(PLAIN + "# private\n", label="p")
+    kernels = Path(module.__file__).parent
+    assert kernels == tmp_path / "fresh" / "kernels"
+    if hasattr(os, "getuid"):
+        assert kernels.stat().st_mode & 0o077 == 0 and (kernels / "__pycache__").stat().st_mode & 0o077 == 0
+
+
+def test_cache_info_and_clear_count_only_rnnloops_files(tmp_path, monkeypatch, capsys):
+    from rnnloop.cli import main
+    monkeypatch.setenv("RNNLOOP_CACHE_DIR", str(tmp_path))
+    for k in range(3):
+        cache.load_source(PLAIN + f"# info {k}\n", label="i")
+    (tmp_path / "kernels" / "notes.txt").write_text("the user's own file")
+    info = cache.cache_info()
+    assert info["directory"] == str(tmp_path / "kernels") and info["kernels"] == 3 and info["bytes"] > 0
+    assert main(["cache", "info"]) == 0
+    assert "kernels:   3" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0
+    assert "removed 3 files" in capsys.readouterr().out
+    assert cache.cache_info()["kernels"] == 0 and (tmp_path / "kernels" / "notes.txt").exists()
 
 
 def test_same_source_same_module_and_different_source_different_file(tmp_path, monkeypatch):

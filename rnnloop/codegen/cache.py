@@ -118,10 +118,54 @@ def _kernels_dir() -> Path:
 
 
 def _writable(directory: Path) -> Path:
-    (directory / "__pycache__").mkdir(parents=True, exist_ok=True)
+    """`directory` made (private to the user) and checked: ours alone to write, and writable by us."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (directory / "__pycache__").mkdir(mode=0o700, exist_ok=True)
     for d in (directory, directory / "__pycache__"):
+        _check_private(d)
         tempfile.TemporaryFile(dir=d).close()
     return directory
+
+
+def _check_private(directory: Path) -> None:
+    """Numba's cache files are pickles, which run code when loaded: refuse a directory that another
+    user owns or that everyone may write to (OSError, so the caller falls back to a private one)."""
+    if not hasattr(os, "getuid"):  # Windows: the user's local app data is private already
+        return
+    st = directory.lstat()
+    if not stat.S_ISDIR(st.st_mode):
+        raise OSError(f"{directory} is not a directory (a symbolic link?)")
+    if st.st_uid != os.getuid():
+        raise OSError(f"{directory} belongs to another user (uid {st.st_uid})")
+    if st.st_mode & stat.S_IWOTH:
+        raise OSError(f"{directory} is writable by every user; compiled kernels load from there as code")
+
+
+def _entries(directory: Path) -> list[Path]:
+    """rnnloop's files in a kernels directory: kernel sources and numba's cache files for them."""
+    return sorted([*directory.glob("rnnloop_kernel_*"), *(directory / "__pycache__").glob("rnnloop_kernel_*")])
+
+
+def cache_info() -> dict:
+    """The kernel cache: its directory, kernel count, numba cache files and bytes on disk."""
+    directory = cache_dir() / "kernels"
+    files = _entries(directory) if directory.is_dir() else []
+    return {"directory": str(directory),
+            "kernels": sum(f.suffix == ".py" for f in files),
+            "compiled": sum(f.suffix == ".nbc" for f in files),
+            "bytes": sum(f.stat().st_size for f in files if f.is_file())}
+
+
+def clear_cache() -> int:
+    """Delete every cached kernel (sources and compiled code); returns the number of files deleted.
+    Only rnnloop's own files go; a process using a kernel keeps it in memory."""
+    directory = cache_dir() / "kernels"
+    removed = 0
+    for f in _entries(directory) if directory.is_dir() else []:
+        with contextlib.suppress(FileNotFoundError):  # another process cleared it first
+            f.unlink()
+            removed += 1
+    return removed
 
 
 @functools.cache  # one per process: mkdtemp below must not run per kernel
