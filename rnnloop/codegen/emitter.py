@@ -59,6 +59,13 @@ def literal(value: np.generic | float | bool, dtype: np.dtype) -> str:
     return f"{dtype_name(dtype)}({int(value)})"
 
 
+def code_text(text: str) -> str:
+    """Text from a model (node names, origins) made safe to put in a generated comment or docstring:
+    printable ASCII without quotes or backslashes, on one line, so that no model can end the comment
+    and write code of its own into a kernel."""
+    return "".join(c if " " <= c <= "~" and c not in "\\\"" else "?" for c in text)
+
+
 def shape_tuple(dims: list[str]) -> str:
     """A tuple expression of dimension expressions."""
     return "()" if not dims else f"({', '.join(dims)},)"
@@ -86,7 +93,7 @@ class Emitter:
 
     def fresh(self, hint: str) -> str:
         """A unique identifier built from `hint` (any IR name)."""
-        base = re.sub(r"\W", "_", hint) or "v"
+        base = re.sub(r"[^0-9A-Za-z_]", "_", hint) or "v"
         if base[0].isdigit():
             base = "_" + base
         name, k = base, 1
