@@ -156,7 +156,7 @@ def _lower_loop(net: Network, loop: Loop, b: Builder, env: dict[str, str]) -> No
             body.set_type(after[loop._iteration.name], loop._iteration.type)
         for op in cone:
             _lower_op(net, op, body, after, fresh=True)
-        body.output(after[loop.condition.name])
+        body.output(_value(net, body, after, loop.condition.name))
     for r in loop.recurrences:
         body.output(_value(net, body, benv, r.next.name))
     stacks, finals = [], {r.name: k for k, r in enumerate(loop.recurrences)}
@@ -173,11 +173,11 @@ def _lower_loop(net: Network, loop: Loop, b: Builder, env: dict[str, str]) -> No
             before[loop._iteration.name] = b.constant(np.int64(0))
         for op in cone:
             _lower_op(net, op, b, before, fresh=True)
-        cond = before[loop.condition.name]
-    b.origin = Origin("rnnloop", loop.name, "Loop")
+        cond = _value(net, b, before, loop.condition.name)
     def outer(t: Tensor) -> str:
         return _value(net, b, env, t.name)
 
+    b.origin = Origin("rnnloop", loop.name, "Loop")
     names = b.loop(body.graph, trip_count=outer(loop.trip) if loop.trip is not None else "", cond=cond,
                    carried=[outer(r.initial) for r in loop.recurrences],
                    sliced=[(outer(src), Slice(axis=axis, reverse=reverse)) for src, axis, reverse, _ in loop.iterators],

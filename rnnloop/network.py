@@ -339,7 +339,7 @@ class Network:
         self.inputs: list[Tensor] = []
         self.outputs: list[tuple[Tensor, str]] = []
         self.tensors: dict[str, Tensor] = {}
-        self._producer: dict[str, Op | Loop] = {}
+        self._producer: dict[str, Op | _Scope] = {}  # what computes each value: an op, a loop or a conditional
         self._counter = 0
 
     # values ----------------------------------------------------------------------------------
@@ -389,8 +389,8 @@ class Network:
         tensor = self._tensor(tensor)
         name = name or tensor.name
         if tensor.scope is not self.top:
-            raise BuildError(f"network '{self.name}': '{tensor.name}' is computed inside loop "
-                             f"'{tensor.scope.name}'; make it a loop output with add_output and mark that")
+            raise BuildError(f"network '{self.name}': '{tensor.name}' is computed inside "
+                             f"'{tensor.scope.name}'; bring it out with add_output and mark that")
         taken = {n for _, n in self.outputs} | {t.name for t in self.inputs}
         if name in taken or (name in self.tensors and self.tensors[name] is not tensor):
             raise BuildError(f"network '{self.name}': the output name '{name}' is already used")
@@ -412,7 +412,7 @@ class Network:
         scope = self._deepest(op_type, name, [t for t in tensors if t is not None])
         count = _output_count(op_type, attrs, tensors)
         first = name or self._fresh(_method_name(op_type))
-        outputs = [first] + [f"{first}_{k}" for k in range(1, count)]
+        outputs = [first] + [self._fresh(first) for _ in range(1, count)]
         op = Op(op_type, [t.name if t is not None else "" for t in tensors], outputs, attrs,
                 Origin("rnnloop", first, op_type))
         values = {t.name: t.value for t in tensors if t is not None and t.value is not None}
@@ -449,8 +449,8 @@ class Network:
             if t.scope.within(scope):
                 scope = t.scope
             elif not scope.within(t.scope):
-                raise BuildError(f"{op_type}{f' {name!r}' if name else ''}: its inputs come from two loops that are "
-                                 f"not nested ('{t.name}' from {t.scope.name}, others from {scope.name}); use a "
+                raise BuildError(f"{op_type}{f' {name!r}' if name else ''}: its inputs come from two loops or "
+                                 f"conditionals that are not nested ('{t.name}' from {t.scope.name}, others from {scope.name}); use a "
                                  "loop's value elsewhere through its add_output")
         return scope
 

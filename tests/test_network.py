@@ -233,7 +233,7 @@ def test_values_of_two_sibling_loops_cannot_meet():
     net = rnnloop.Network()
     x = net.add_input("x", np.float32, (3, 2))
     first, second = net.add_loop(), net.add_loop()
-    with pytest.raises(rnnloop.BuildError, match="two loops that are not nested"):
+    with pytest.raises(rnnloop.BuildError, match="two loops or conditionals that are not nested"):
         net.add(first.add_iterator(x), second.add_iterator(x))
 
 
@@ -261,7 +261,7 @@ def test_incomplete_loops_are_rejected_when_compiled():
     (lambda net, loop, x, r: loop.add_iterator(x, axis=2), "out of range"),
     (lambda net, loop, x, r: loop.add_output(r, "stack"), "not one of last, concat, reverse"),
     (lambda net, loop, x, r: loop.add_output(r, "concat", axis=3), "out of range"),
-    (lambda net, loop, x, r: net.mark_output(net.neg(r), "y"), "make it a loop output"),
+    (lambda net, loop, x, r: net.mark_output(net.neg(r), "y"), "bring it out with add_output"),
     (lambda net, loop, x, r: net.add_input("x", np.float32, (1,)), "already used"),
 ])
 def test_builder_mistakes_are_named(mistake, match):
