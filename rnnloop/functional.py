@@ -304,7 +304,8 @@ def trace(f: Callable, *example_args: Any) -> Traced:
     result = _traced_call(net.top, f, *unflatten(tree, inputs))
     out_leaves, out_tree = flatten(result)
     for k, leaf in enumerate(out_leaves):
-        net.mark_output(net._tensor(leaf), f"output_{k}" if len(out_leaves) > 1 else "output")
+        name = f"output_{k}" if len(out_leaves) > 1 else "output"
+        net.mark_output(net._tensor(leaf), net._fresh(name) if name in net.tensors else name)
     return Traced(net, tree, out_tree)
 
 

@@ -211,25 +211,19 @@ def _final_of(loop: Loop, value: Tensor, kind: str) -> Recurrence | None:
 
 def _condition_ops(net: Network, loop: Loop) -> list[Op]:
     """The loop's own ops that compute its while condition, in order; only recurrences, the iteration
-    number and outside values may feed them."""
+    number and outside values may feed them, not an iterator or a nested loop."""
     if loop.condition is None:
         return []
-    needed: set[int] = set()
-    todo = [loop.condition.name]
-    while todo:
-        name = todo.pop()
-        t = net.tensors[name]
-        if t.scope is not loop or isinstance(t, Recurrence) or t is loop._iteration:
-            continue
-        producer = net._producer.get(name)
-        if not isinstance(producer, Op):
-            what = "an iterator" if any(part is t for *_, part in loop.iterators) else f"loop '{producer.name}'"
-            raise BuildError(f"loop '{loop.name}': its while condition depends on '{name}', from {what}; it is "
-                             "checked before each iteration, so compute it from recurrences and outside values")
-        if id(producer) not in needed:
-            needed.add(id(producer))
-            todo.extend(n for n in producer.inputs if n)
-    return [op for op in loop.items if isinstance(op, Op) and id(op) in needed]
+    needed = _needed(net, loop, [loop.condition.name])
+    items = [item for item in loop.items if id(item) in needed]
+    parts = {part.name for *_, part in loop.iterators}
+    read = [loop.condition.name, *(n for item in items if isinstance(item, Op) for n in item.inputs)]
+    bad = next((f"'{n}', from an iterator" for n in read if n in parts), None) or \
+        next((f"{type(item).__name__.lower()} '{item.name}'" for item in items if isinstance(item, _Scope)), None)
+    if bad:
+        raise BuildError(f"loop '{loop.name}': its while condition depends on {bad}; it is checked before each "
+                         "iteration, so compute it from recurrences and outside values")
+    return items
 
 
 def _lower_if(net: Network, conditional: Conditional, b: Builder, env: dict[str, str]) -> None:

@@ -44,8 +44,6 @@ _KINDS = ("last", "concat", "reverse")
 class Tensor:
     """A value of a Network. Operators and NumPy functions on it add ops (see tensor_math.py)."""
 
-    __array_priority__ = 1000  # NumPy defers to our operators when an array meets a Tensor
-
     def __init__(self, net: Network, name: str, type_: Type | None, scope: _Scope,
                  value: np.ndarray | None = None):
         self.net, self.name, self.type, self.scope, self.value = net, name, type_, scope, value

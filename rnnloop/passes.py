@@ -29,7 +29,7 @@ def fold_constants(graph: Graph, keep_outputs: bool = False) -> Graph:
     ops = []
     for op in graph.ops:
         if op.subgraphs:
-            op = _with_folded_subgraphs(op)
+            op = _with_subgraphs(op, lambda g: fold_constants(g, keep_outputs=True))
         result = None
         if op.inputs and not op.subgraphs and not (keep_outputs and any(n in graph.outputs for n in op.outputs)):
             result = _fold(op, constants)
@@ -42,10 +42,11 @@ def fold_constants(graph: Graph, keep_outputs: bool = False) -> Graph:
     return dataclasses.replace(graph, ops=ops, constants=constants)
 
 
-def _with_folded_subgraphs(op):
+def _with_subgraphs(op, rewrite):
+    """A loop or branch op with `rewrite` applied to each subgraph (the op itself when none changes)."""
     fields = {"body": op.body} if isinstance(op, Loop) else {"then_graph": op.then_graph, "else_graph": op.else_graph}
-    folded = {k: fold_constants(g, keep_outputs=True) for k, g in fields.items()}
-    return op if all(folded[k] is g for k, g in fields.items()) else dataclasses.replace(op, **folded)
+    new = {k: rewrite(g) for k, g in fields.items()}
+    return op if all(new[k] is g for k, g in fields.items()) else dataclasses.replace(op, **new)
 
 
 def _fold(op, constants: dict) -> list[np.ndarray] | None:
@@ -79,11 +80,7 @@ def eliminate_dead_code(graph: Graph) -> Graph:
         if not any(n in live for n in op.outputs if n):
             continue
         if op.subgraphs:
-            fields = {"body": op.body} if isinstance(op, Loop) else {"then_graph": op.then_graph,
-                                                                     "else_graph": op.else_graph}
-            pruned = {k: eliminate_dead_code(g) for k, g in fields.items()}
-            if any(pruned[k] is not g for k, g in fields.items()):
-                op = dataclasses.replace(op, **pruned)
+            op = _with_subgraphs(op, eliminate_dead_code)
         live.update(n for n in op.inputs if n)
         kept.append(op)
     kept.reverse()
