@@ -105,7 +105,9 @@ def convert_recurrent(n, kind, X, W, R, B, sequence_lens, initial_h, initial_c, 
         outs = b.loop(body, carried=states, sliced=sliced, invariants=[wt, rt, bias, *extra] +
                       ([sequence_lens] if sequence_lens else []), stacked=[Stack(axis=0, reverse=reverse)])
         finals.append(outs[:-1])
-        ys.append(outs[-1])
+        # [steps, batch, hidden] also when there are no steps, which leave no part to take the shape of
+        shape = b.op1("Concat", b.op1("Shape", x, start=0, end=1), b.op1("Shape", states[0]), axis=0)
+        ys.append(b.op1("Reshape", outs[-1], shape, allowzero=1))
     _outputs(n, ys, finals, layout)
 
 
