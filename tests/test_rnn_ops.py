@@ -179,6 +179,17 @@ def test_against_onnxruntime(kind, backend):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("layout", [0, 1])
+def test_zero_steps_give_an_empty_y_of_the_full_shape_and_the_initial_state(kind, layout, backend):
+    model, feeds = build(kind, 4, batch=2, steps=0, direction="bidirectional", layout=layout)
+    y, yh, *yc = load_fused(model, backend).run(None, feeds)
+    assert y.shape == ((2, 0, 2, 4) if layout else (0, 2, 2, 4))
+    np.testing.assert_array_equal(yh, feeds["initial_h"])
+    if kind == "LSTM":
+        np.testing.assert_array_equal(yc[0], feeds["initial_c"])
+
+
 def test_an_unknown_activation_is_rejected_at_load_by_name():
     model, _ = build("RNN", 3, activations=["Swish"])
     with pytest.raises(rnnloop.UnsupportedModelError, match=r"RNN .*activation 'Swish'"):
