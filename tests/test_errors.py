@@ -40,6 +40,29 @@ def test_carried_value_whose_dtype_changes_is_a_load_error_naming_the_loop():
         rnnloop.load(parse(text, check=False))
 
 
+def test_a_declared_type_that_contradicts_its_op_is_a_load_error_naming_the_node():
+    # The interpreter would follow the Cast, a kernel the declaration: refuse, as onnxruntime does.
+    text = DOUBLER.replace("x_out = Add(x_in, x_in)", "x_out = Cast <to = 11> (x_in)")
+    with pytest.raises(rnnloop.ModelError, match=r"Cast 'Cast_1': computes double, but the model declares its "
+                                                 r"output float"):
+        rnnloop.load(parse(text, check=False))
+
+
+def test_text_that_is_not_utf8_is_a_load_error_naming_the_field():
+    data = bytearray(parse(DOUBLER).SerializeToString())
+    data[data.index(b"Identity")] = 0xF3  # what a flipped bit in a corrupt file looks like
+    with pytest.raises(rnnloop.ModelError, match=r"graph\.node\[0\]\.attribute\[0\]\.g\.node\[0\]\.op_type "
+                                                 r"is not UTF-8 text"):
+        rnnloop.load(bytes(data))
+
+
+def test_an_undefined_element_type_attribute_is_a_load_error_naming_the_node():
+    model = parse(DOUBLER.replace("x_out = Add(x_in, x_in)", "x_out = Cast <to = 1> (x_in)"))
+    model.graph.node[0].attribute[0].g.node[1].attribute[0].i = 99
+    with pytest.raises(rnnloop.ModelError, match=r"Cast 'Cast_1'.*attribute 'to' = 99 is not a value ONNX defines"):
+        rnnloop.load(model)
+
+
 def test_truncated_file_is_a_clear_load_error(tmp_path):
     data = parse(DOUBLER).SerializeToString()
     path = tmp_path / "model.onnx"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from typing import Any, Iterator
 
 import numpy as np
@@ -40,6 +41,7 @@ def read_model(model: Any, base_dir: str | None = None) -> ModelProto:
         raise
     except Exception as e:  # protobuf DecodeError and friends
         raise ModelError(f"the model is not a valid ONNX file (truncated or corrupt?): {e}") from e
+    _check_text(proto, "model")
     if _uses_external_data(proto):
         if base_dir is None:
             raise ModelError("the model keeps tensors in external data files; load it from its path, or pass "
@@ -49,6 +51,21 @@ def read_model(model: Any, base_dir: str | None = None) -> ModelProto:
         except Exception as e:
             raise ModelError(f"cannot read the model's external data from '{base_dir}': {e}") from e
     return proto
+
+
+def _check_text(message: Any, where: str) -> None:
+    """Every string field holds text: protobuf hands back invalid UTF-8 as bytes, which corrupt
+    files contain and which would otherwise fail far from their cause."""
+    for field, value in message.ListFields():
+        if field.type not in (field.TYPE_STRING, field.TYPE_MESSAGE):
+            continue
+        single = isinstance(value, (str, bytes)) or hasattr(value, "ListFields")
+        for k, item in enumerate([value] if single else value):
+            at = f"{where}.{field.name}" + ("" if single else f"[{k}]")
+            if field.type == field.TYPE_MESSAGE:
+                _check_text(item, at)
+            elif not isinstance(item, str):
+                raise ModelError(f"the model is not a valid ONNX file (corrupt?): {at} is not UTF-8 text")
 
 
 def _uses_external_data(model: ModelProto) -> bool:
@@ -77,10 +94,17 @@ def convert_model(model: ModelProto) -> Graph:
 
 
 def _collect_types(model: ModelProto) -> dict[str, TypeProto]:
+    """Every value's type: declared, or inferred by ONNX. A declared element type that contradicts
+    what an op produces is an error: kernels would trust the declaration, the interpreter the op."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # a model shape inference cannot handle still runs; types stay unknown
-        inferred = model
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    except onnx.shape_inference.InferenceError as e:
+        contradiction = _type_contradiction(model, str(e))
+        if contradiction:
+            raise ModelError(contradiction) from None
+        inferred = _inferred_leniently(model)
+    except Exception:
+        inferred = _inferred_leniently(model)
     types: dict[str, TypeProto] = {}
     for graph in _graphs(inferred.graph):
         for info in [*graph.value_info, *graph.input, *graph.output]:
@@ -89,6 +113,36 @@ def _collect_types(model: ModelProto) -> dict[str, TypeProto]:
         for tensor in graph.initializer:  # shape inference lists initializers only when they are inputs
             types.setdefault(tensor.name, onnx.helper.make_tensor_type_proto(tensor.data_type, tensor.dims))
     return types
+
+
+def _type_contradiction(model: ModelProto, message: str) -> str | None:
+    """The error for a strict type inference failure that is a declared element type contradicting
+    an op's result, naming the nodes it can be; None for other failures."""
+    found = re.search(r"op_type:(\w+)\): \[TypeInferenceError\] Inferred elem type differs from existing "
+                      r"elem type: \((\d+)\) vs \((\d+)\)", message)
+    if not found:
+        return None
+    op_type, computed, declared = found.group(1), int(found.group(2)), int(found.group(3))
+    declared_types = {info.name: info.type.tensor_type.elem_type for g in _graphs(model.graph)
+                      for info in [*g.value_info, *g.output]}
+    nodes = [f"{op_type} '{node.name or f'{op_type}_{index}'}'" for g in _graphs(model.graph)
+             for index, node in enumerate(g.node)
+             if node.op_type == op_type and any(declared_types.get(o) == declared for o in node.output)]
+
+    def name(code: int) -> str:
+        return onnx.TensorProto.DataType.Name(code).lower() if code in onnx.TensorProto.DataType.values() \
+            else f"element type {code}, which ONNX does not define"
+
+    return (f"{' or '.join(nodes) or op_type}: computes {name(computed)}, but the model declares its "
+            f"output {name(declared)}; fix the declared type (value_info, or a graph's or body's "
+            "output)")
+
+
+def _inferred_leniently(model: ModelProto) -> ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model)
+    except Exception:  # a model shape inference cannot handle still runs; types stay unknown
+        return model
 
 
 def _graphs(graph: GraphProto) -> Iterator[GraphProto]:
@@ -276,7 +330,13 @@ class OnnxConverter:
         opset = self.opsets.get(node.domain or "", 1)
         origin = Origin("onnx", node.name or f"{node.op_type}_{index}", node.op_type, opset)
         fn = find_converter("onnx", node.op_type, _since_version(node, self.opsets))
-        attrs = {a.name: attribute_value(a) for a in node.attribute}
+        attrs = {}
+        for a in node.attribute:
+            try:
+                attrs[a.name] = attribute_value(a)
+            except (KeyError, ValueError) as e:  # an element type code ONNX does not define, say
+                raise ModelError(f"{origin}: attribute '{a.name}' = {helper.get_attribute_value(a)!r} "
+                                 "is not a value ONNX defines") from e
         inputs = list(node.input)
         b.origin = origin
         try:
