@@ -63,6 +63,13 @@ def test_an_undefined_element_type_attribute_is_a_load_error_naming_the_node():
         rnnloop.load(model)
 
 
+@pytest.mark.parametrize("old, new", [("x_out = Add(x_in, x_in)", "x_out = Add(x_in, ghost)"),
+                                      ("x = Loop(M, , x0)", "x = Loop(M, , ghost)")], ids=["in the body", "outside"])
+def test_a_name_defined_nowhere_is_a_load_error_naming_it_and_the_node(old, new):
+    with pytest.raises(rnnloop.ModelError, match=r"Loop 'Loop_0' .*input 'ghost' is not defined"):
+        rnnloop.load(parse(DOUBLER.replace(old, new), check=False))
+
+
 def test_truncated_file_is_a_clear_load_error(tmp_path):
     data = parse(DOUBLER).SerializeToString()
     path = tmp_path / "model.onnx"

@@ -17,6 +17,7 @@ involved compile once into RNNLOOP_CACHE_DIR.
 from __future__ import annotations
 
 import pickle
+import re
 import select
 import struct
 import subprocess
@@ -538,3 +539,23 @@ def test_broken_models_are_refused_or_run_alike_never_crash(worker, template):
         check(worker, model, feeds, must_fuse=False)
 
     cases()
+
+
+def broken_xml(draw, xml: str) -> str:
+    """OpenVINO IR with one random defect: a number changed (an id, a port, a dim, an offset, a
+    stride) or a line dropped."""
+    if draw(st.booleans()):
+        numbers = list(re.finditer(r'(?<=")-?\d+(?=")|(?<=>)-?\d+(?=<)', xml))
+        at = draw(st.sampled_from(numbers))
+        value = draw(st.integers(-2, 12) | st.sampled_from([2**31, 2**63]))
+        return xml[:at.start()] + str(value) + xml[at.end():]
+    lines = xml.splitlines()
+    del lines[draw(st.integers(0, len(lines) - 1))]
+    return "\n".join(lines)
+
+
+@settings(SETTINGS, max_examples=80)
+@given(st.data())
+def test_broken_openvino_models_are_refused_or_run_alike_never_crash(worker, data):
+    (xml, weights), feeds = data.draw(st.composite(openvino_windows)())
+    check(worker, (data.draw(st.composite(lambda draw: broken_xml(draw, xml))()), weights), feeds, must_fuse=False)
