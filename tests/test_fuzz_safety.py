@@ -7,10 +7,15 @@ either end, trip counts past a sliced input or negative, empty tensors, shapes t
 broadcast or multiply, split sizes and reshape targets that do not fit, integer division by zero
 and INT_MIN / -1, NaN and infinities, loops that never end, wrong feed names, dtypes and ranks.
 
+Then the same models are broken at random (bits flipped, bytes cut, a name that does not
+exist, a node dropped or moved, an attribute, an element type or a port changed; OpenVINO IR with a
+number changed or a line dropped) and must be refused with an RnnloopError or run alike.
+
 A child process (fuzz_worker.py) runs every case on both backends. The test asserts that the child
 survives and answers within its time limit, that neither backend lets anything but an RnnloopError
 escape, that the fused kernel refuses exactly what the interpreter refuses, and that otherwise both
-give the same outputs. derandomize=True makes every run test the same cases, so the few kernels
+give the same outputs (a broken model may stop fusing; then only the first two hold).
+derandomize=True makes every run test the same cases, so the few kernels
 involved compile once into RNNLOOP_CACHE_DIR.
 """
 
