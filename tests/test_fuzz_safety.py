@@ -36,6 +36,8 @@ from helpers import IR_VERSION
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rnnloop.frontends.onnx import _graphs as graphs_in
+
 TIMEOUT = 300  # seconds for one case: a cold compile of every kernel of a model fits in this
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -469,15 +471,6 @@ def test_hostile_feeds_neither_crash_nor_hang_nor_differ_from_the_interpreter(wo
 # malformed models: the templates' models, broken
 
 
-def _graphs(graph: onnx.GraphProto):
-    """The graph and every subgraph in it."""
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-
-
 def broken(draw, data: bytes) -> bytes:
     """The model with one random defect: in its bytes, its names, its nodes, attributes or types."""
     how = draw(st.sampled_from(["flip bytes", "truncate", "unknown input", "drop node", "attribute",
@@ -491,7 +484,7 @@ def broken(draw, data: bytes) -> bytes:
     if how == "truncate":
         return data[:draw(st.integers(0, len(data) - 1))]
     model = onnx.load_from_string(data)
-    graph = draw(st.sampled_from(list(_graphs(model.graph))))
+    graph = draw(st.sampled_from(list(graphs_in(model.graph))))
     nodes = graph.node
     if how == "unknown input":
         node = draw(st.sampled_from([n for n in nodes if n.input] or list(nodes)))
