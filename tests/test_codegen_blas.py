@@ -5,10 +5,19 @@ import os
 import subprocess
 import sys
 
+import numba
 import numpy as np
 import pytest
 
 from rnnloop.codegen import blas
+
+
+def _strided(fn, dtype, panels=False):
+    """fn compiled once for matrices of any strides (Numba layout 'A'), so that every layout below
+    runs the same machine code: each layout would otherwise be a compile of its own (minutes on a
+    fresh checkout, where these functions have no cache yet)."""
+    matrix = numba.from_dtype(np.dtype(dtype))[:, :]
+    return numba.njit(numba.void(matrix, matrix, matrix))(lambda a, b, out: fn(a, b, out))
 
 
 def _layouts(x):
@@ -34,7 +43,7 @@ def _outs(m, n, dtype):
 def test_every_layout(name, dtype):
     if name == "matmul_ilp64" and not blas.ILP64:
         pytest.skip("NumPy has no bundled ILP64 OpenBLAS here")
-    matmul = getattr(blas, name)
+    matmul = _strided(getattr(blas, name), dtype)
     rng = np.random.default_rng(0)
     for m, k, n in [(1, 1, 1), (1, 5, 7), (4, 1, 3), (5, 6, 1), (3, 4, 5), (0, 3, 2), (3, 0, 2), (16, 32, 8)]:
         a = rng.standard_normal((m, k)).astype(dtype)
