@@ -12,7 +12,7 @@ import pytest
 from rnnloop.codegen import blas
 
 
-def _strided(fn, dtype, panels=False):
+def _strided(fn, dtype):
     """fn compiled once for matrices of any strides (Numba layout 'A'), so that every layout below
     runs the same machine code: each layout would otherwise be a compile of its own (minutes on a
     fresh checkout, where these functions have no cache yet)."""
