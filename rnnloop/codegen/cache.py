@@ -32,7 +32,8 @@ CODEGEN_VERSION = "1"  # bump when generated code changes meaning
 
 # rnnloop modules that generated code imports. Numba does not notice when a function a cached
 # kernel calls changes in another module, so their text is part of every kernel's file name.
-RUNTIME_MODULES: tuple[str, ...] = ("rnnloop.codegen.blas", "rnnloop.codegen.mathfn", "rnnloop.codegen.runtime")
+RUNTIME_MODULES: tuple[str, ...] = ("rnnloop.codegen.blas", "rnnloop.codegen.mathfn", "rnnloop.codegen.runtime",
+                                    "rnnloop.codegen.simd")
 
 _lock = threading.Lock()  # two threads loading the same source must get the same module
 _warned_dirs: set[Path] = set()  # unusable cache dirs already warned about (warn once)

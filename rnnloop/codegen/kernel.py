@@ -45,15 +45,17 @@ STATUS_SIZE = STATUS_SHAPES + 2 * MAX_RANK
 
 
 
-def matmul_call(a: str, b: str, out: str, a_rank: int = 2, b_rank: int = 2) -> str:
+def matmul_call(a: str, b: str, out: str, a_rank: int = 2, b_rank: int = 2, panels: str | None = None) -> str:
     """The statement out = a @ b for float operands through rnnloop.codegen.blas (any strides; a
-    vector operand is read as a one-row or one-column matrix)."""
+    vector operand is read as a one-row or one-column matrix), by b's `panels` (LoopGen.panels) if given."""
     from . import blas  # finds the BLAS library: only when a kernel has a product
 
     if a_rank == 1:
         a, out = f"{a}[None, :]", f"{out}[None, :]"
     if b_rank == 1:
         b, out = f"{b}[:, None]", f"{out}[:, None]"
+    if panels is not None:
+        return f"_b.{blas.MATMUL_PACKED}({a}, {b}, {panels}, {out})"
     return f"_b.{blas.MATMUL}({a}, {b}, {out})"
 
 @dataclass
@@ -128,6 +130,7 @@ class LoopGen:
         # index, that axis). Squeezing the axis away makes the result a row of `rows`.
         self.kept_rows: dict[str, tuple[Var, str, int]] = {}
         self._contiguous: dict[str, str] = {}
+        self._panels: dict[str, str] = {}  # invariant matrix expression -> its panels (see panels())
         self.graph: Graph = loop.body
         self.slice_info: dict[str, tuple] = {}
         # Carried sequences the body appends to: body name -> (storage array, count, element type).
@@ -161,6 +164,22 @@ class LoopGen:
             self.hoist(f"{name} = np.ascontiguousarray({v.expr})")
             self._contiguous[v.expr] = name
         return self._contiguous[v.expr]
+
+    def panels(self, b: Var, b_expr: str, rows: str) -> str | None:
+        """For a product of `rows` rows (a body expression) by the float matrix b, read as b_expr:
+        the name of b_expr packed into panels (codegen/simd.py), or None when b is not a loop invariant.
+
+        Packing happens in the loop, on the first product with rows the panels serve (so a run of
+        one-row products, which BLAS's gemv does best, never pays for it), and once per run.
+        """
+        if b.kind != "invariant" or self.hoisting or b.dtype.kind != "f":
+            return None
+        name = self._panels.get(b_expr)
+        if name is None:
+            name = self._panels[b_expr] = self.pre.fresh("panels")
+            self.pre(f"{name} = np.empty((0, 0, 0), {dtype_name(b.dtype)})")
+        self.body(f"{name} = _b.pack({b_expr}, {name}, {rows})")
+        return name
 
     def add_rows(self, name: str, full: Var, index: str) -> None:
         """Record that `name` is row `index` (a body expression) of the invariant array `full`."""
