@@ -76,7 +76,7 @@ def _window(x):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_packed_products(dtype):
-    matmul = _strided(getattr(blas, blas.MATMUL_PACKED), dtype, panels=True)
+    matmul = _strided(getattr(simd, simd.MATMUL_PACKED), dtype, panels=True)
     rng = np.random.default_rng(1)
     empty = np.empty((0, 0, 0), dtype)
     # rows: blocks of six and four, and what is left; inner sizes across one and several passes
@@ -86,10 +86,10 @@ def test_packed_products(dtype):
         a = rng.standard_normal((m, k)).astype(dtype)
         b = rng.standard_normal((k, n)).astype(dtype)
         want = a.astype(np.float64) @ b.astype(np.float64)
-        panels = blas.pack(b, empty, m)
+        panels = simd.pack(b, empty, m)
         assert panels.shape[1:] == (k, 2 * simd.VECTOR_BYTES // a.itemsize)
         for bv in (np.asfortranarray(b), _window(b)):
-            assert np.array_equal(blas.pack(bv, empty, m), panels)
+            assert np.array_equal(simd.pack(bv, empty, m), panels)
         for av, out in ((a, np.full((m, n), np.nan, dtype)), (_window(a), np.full((m, n), np.nan, dtype)[::-1])):
             matmul(av, b, panels, out)
             np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * k, err_msg=f"{m}x{k}x{n} {out.strides}")
@@ -99,10 +99,10 @@ def test_panels_are_made_once_and_only_where_they_serve():
     rng = np.random.default_rng(2)
     b = rng.standard_normal((8, 20)).astype(np.float32)
     empty = np.empty((0, 0, 0), np.float32)
-    panels = blas.pack(b, empty, 3)
-    assert blas.pack(b, panels, 3) is panels  # a kernel packs its invariant on the first product only
-    assert blas.pack(b, empty, 1) is empty  # one row is BLAS's gemv
-    assert blas.pack(b, empty, simd.MAX_ROWS + 1) is empty
+    panels = simd.pack(b, empty, 3)
+    assert simd.pack(b, panels, 3) is panels  # a kernel packs its invariant on the first product only
+    assert simd.pack(b, empty, 1) is empty  # one row is BLAS's gemv
+    assert simd.pack(b, empty, simd.MAX_ROWS + 1) is empty
     assert np.all(panels[-1, :, 20 % panels.shape[2]:] == 0)  # the last panel is zero-padded
     for a in (rng.standard_normal((1, 8)), rng.standard_normal((simd.MAX_ROWS + 1, 8)), rng.standard_normal((3, 7))):
         out = np.full((a.shape[0], 20), np.nan, np.float32)

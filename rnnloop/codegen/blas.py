@@ -14,10 +14,6 @@ when it can be found, else to scipy's BLAS, and a single row or column goes to g
 passed with whatever strides they have when BLAS can take them (row- or column-major with a leading
 dimension), so transposed weights and column slices are not copied.
 
-A product by a loop invariant (the recurrent weights) is also given the invariant packed once into
-panels (`pack`, `matmul_packed_*`): products of 2 to 128 rows then run on simd.py's register-blocked
-kernel, faster than OpenBLAS at those sizes.
-
 The BLAS symbols are registered with LLVM by name (`llvmlite.binding.add_symbol`) at import, so
 kernels that call them are cached on disk like any other: the address is looked up again in each
 process. Which library serves a kernel is in its source (`matmul_ilp64` or `matmul_lp64`), hence in
@@ -34,9 +30,6 @@ import llvmlite.binding as llvm
 import numpy as np
 from numba import njit, types
 from numba.extending import get_cython_function_address
-
-from . import simd
-from .simd import pack  # noqa: F401  (kernels call it as _b.pack)
 
 # Fortran BLAS takes every argument by address. Pointers travel as intp (same size and calling
 # convention on every 64-bit platform Numba supports), so one declaration serves float32 and float64.
@@ -70,7 +63,6 @@ _lp64 = _scipy_blas()
 ILP64 = _ilp64 is not None
 PROVIDER = "numpy-openblas64" if ILP64 else "scipy"
 MATMUL = "matmul_ilp64" if ILP64 else "matmul_lp64"  # the function generated kernels call
-MATMUL_PACKED = "matmul_packed_ilp64" if ILP64 else "matmul_packed_lp64"  # ... by a packed invariant
 
 # Both symbol families are always registered so every function below links; a kernel only ever
 # calls the family its source names, and that is the one that exists (ilp64 falls back to lp64
@@ -208,17 +200,3 @@ def matmul_ilp64(a, b, out):
 def matmul_lp64(a, b, out):
     """out[...] = a @ b through scipy's BLAS."""
     _matmul(a, b, out, np.empty(6, np.int32))
-
-
-@njit(cache=True, nogil=True)
-def matmul_packed_ilp64(a, b, packed, out):
-    """matmul_ilp64 by b, also given as panels (simd.pack): a product of a few rows runs on them."""
-    if not simd.multiply(a, packed, out):
-        _matmul(a, b, out, np.empty(6, np.int64))
-
-
-@njit(cache=True, nogil=True)
-def matmul_packed_lp64(a, b, packed, out):
-    """matmul_lp64 by b, also given as panels (simd.pack)."""
-    if not simd.multiply(a, packed, out):
-        _matmul(a, b, out, np.empty(6, np.int32))

@@ -32,6 +32,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
+from . import blas
+
 VECTOR_BYTES = 32
 ROWS = 6  # rows of a per block: 12 accumulators + 2 panel vectors + 1 splat = 15 of AVX2's 16 registers
 DEPTH = 256  # inner dimension per pass: a panel's part then fills 16 KiB, half of L1
@@ -251,3 +253,20 @@ def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, a
     if rows > 5:
         _vstore(dst, at + 5 * stride, c5a)
         _vstore(dst, at + 5 * stride + lanes, c5b)
+
+
+MATMUL_PACKED = "matmul_packed_ilp64" if blas.ILP64 else "matmul_packed_lp64"  # the one kernels call
+
+
+@njit(cache=True, nogil=True)
+def matmul_packed_ilp64(a, b, packed, out):
+    """blas.matmul_ilp64, with b also given as panels (pack): 2 to MAX_ROWS rows run on them."""
+    if not multiply(a, packed, out):
+        blas.matmul_ilp64(a, b, out)
+
+
+@njit(cache=True, nogil=True)
+def matmul_packed_lp64(a, b, packed, out):
+    """blas.matmul_lp64, with b also given as panels (pack)."""
+    if not multiply(a, packed, out):
+        blas.matmul_lp64(a, b, out)
