@@ -9,7 +9,7 @@ import numba
 import numpy as np
 import pytest
 
-from rnnloop.codegen import blas
+from rnnloop.codegen import blas, simd
 
 
 def _strided(fn, dtype):
@@ -17,6 +17,9 @@ def _strided(fn, dtype):
     runs the same machine code: each layout would otherwise be a compile of its own (minutes on a
     fresh checkout, where these functions have no cache yet)."""
     matrix = numba.from_dtype(np.dtype(dtype))[:, :]
+    if panels:
+        signature = numba.void(matrix, matrix, numba.from_dtype(np.dtype(dtype))[:, :, ::1], matrix)
+        return numba.njit(signature)(lambda a, b, p, out: fn(a, b, p, out))
     return numba.njit(numba.void(matrix, matrix, matrix))(lambda a, b, out: fn(a, b, out))
 
 
@@ -60,3 +63,48 @@ def test_scipy_blas_can_be_forced():
     env = dict(os.environ, RNNLOOP_BLAS="scipy")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["scipy", "matmul_lp64"]
+
+
+# Products by an invariant matrix packed into panels (rnnloop.codegen.simd): the kernel's own
+# register-blocked product for 2..MAX_ROWS rows; BLAS for the rest.
+
+def _window(x):
+    big = np.full((2 * x.shape[0] + 1, 3 * x.shape[1] + 2), np.nan, x.dtype)
+    big[1::2, 2::3] = x
+    return big[1::2, 2::3]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_packed_products(dtype):
+    matmul = _strided(getattr(simd, simd.MATMUL_PACKED), dtype, panels=True)
+    rng = np.random.default_rng(1)
+    empty = np.empty((0, 0, 0), dtype)
+    # rows: blocks of six and four, and what is left; inner sizes across one and several passes
+    # of simd.DEPTH; columns: whole panels, a partial one, fewer than a panel.
+    shapes = [(2, 1, 1), (5, 3, 17), (6, 255, 16), (7, 257, 40), (13, 600, 33), (4, 2, 9), (128, 20, 24)]
+    for m, k, n in shapes:
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        panels = simd.pack(b, empty, m)
+        assert panels.shape[1:] == (k, 2 * simd.VECTOR_BYTES // a.itemsize)
+        for bv in (np.asfortranarray(b), _window(b)):
+            assert np.array_equal(simd.pack(bv, empty, m), panels)
+        for av, out in ((a, np.full((m, n), np.nan, dtype)), (_window(a), np.full((m, n), np.nan, dtype)[::-1])):
+            matmul(av, b, panels, out)
+            np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * k, err_msg=f"{m}x{k}x{n} {out.strides}")
+
+
+def test_panels_are_made_once_and_only_where_they_serve():
+    rng = np.random.default_rng(2)
+    b = rng.standard_normal((8, 20)).astype(np.float32)
+    empty = np.empty((0, 0, 0), np.float32)
+    panels = simd.pack(b, empty, 3)
+    assert simd.pack(b, panels, 3) is panels  # a kernel packs its invariant on the first product only
+    assert simd.pack(b, empty, 1) is empty  # one row is BLAS's gemv
+    assert simd.pack(b, empty, simd.MAX_ROWS + 1) is empty
+    assert np.all(panels[-1, :, 20 % panels.shape[2]:] == 0)  # the last panel is zero-padded
+    for a in (rng.standard_normal((1, 8)), rng.standard_normal((simd.MAX_ROWS + 1, 8)), rng.standard_normal((3, 7))):
+        out = np.full((a.shape[0], 20), np.nan, np.float32)
+        assert not simd.multiply(a.astype(np.float32), panels, out)  # nothing written: BLAS takes it
+        assert np.isnan(out).all()

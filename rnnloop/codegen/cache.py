@@ -33,6 +33,9 @@ CODEGEN_VERSION = "1"  # bump when generated code changes meaning
 # rnnloop modules that generated code imports. Numba does not notice when a function a cached
 # kernel calls changes in another module, so their text is part of every kernel's file name.
 RUNTIME_MODULES: tuple[str, ...] = ("rnnloop.codegen.blas", "rnnloop.codegen.mathfn", "rnnloop.codegen.runtime")
+# Modules that only the kernels using them import (`from rnnloop.codegen import NAME as ...`): their
+# text is in those kernels' names alone, so a change to one recompiles only its users.
+OPTIONAL_MODULES: tuple[str, ...] = ("rnnloop.codegen.simd",)
 
 _lock = threading.Lock()  # two threads loading the same source must get the same module
 _warned_dirs: set[Path] = set()  # unusable cache dirs already warned about (warn once)
@@ -55,7 +58,8 @@ def load_source(source: str, *, label: str) -> types.ModuleType:
     """Import kernel ``source`` as a module from a content-addressed file in cache_dir()/kernels
     (or, with a warning, a private temp dir if that is unwritable); the same source gives the same
     module object within a process. ``label`` names the kernel in warnings."""
-    env = _environment(CODEGEN_VERSION, RUNTIME_MODULES)
+    imported = tuple(m for m in OPTIONAL_MODULES if "from {} import {} as ".format(*m.rsplit(".", 1)) in source)
+    env = _environment(CODEGEN_VERSION, RUNTIME_MODULES + imported)
     name = "rnnloop_kernel_" + hashlib.sha256(f"{env}\0{source}".encode()).hexdigest()[:32]
     with _lock:
         if name in sys.modules:

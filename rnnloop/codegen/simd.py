@@ -1,0 +1,272 @@
+"""Products of a few rows by a weight matrix packed once: the register-blocked kernel of RNN steps.
+
+At batch 16 to 64 the per-step product h · R (16 x 256 x 1024 for an LSTM of hidden size 256) is
+most of a step, and OpenBLAS is slow on so few rows. Measured on this project's 2-core AMD EPYC
+(AVX2; one thread, float32, µs per product, medians of products in a loop as a kernel makes them):
+
+    (rows x inner x cols)    OpenBLAS sgemm    this module
+    2 x 256 x 1024           91                35
+    16 x 128 x 512           38                30
+    16 x 256 x 1024          145               103
+    64 x 512 x 2048          1739              1564
+
+The method is BLIS's. The weights b [k, n] are packed once per run into panels of P columns,
+[ceil(n / P), k, P], contiguous and zero-padded; per product, a is copied into blocks of ROWS rows,
+[blocks, k, ROWS], so that each block is one stream. For each panel and block, a ROWS x P block of
+out accumulates in twelve vector registers over DEPTH steps of the inner dimension and is stored
+once. Numba has no vector types, and LLVM's loop vectorizer does not keep such a block in
+registers: it reloads and stores out at every k, behind runtime alias checks that fail for some row
+counts (8 GFLOP/s). So this module defines a 32-byte vector type (8 float32 or 4 float64) with
+five operations: zero, load, store, splat and multiply-add (`llvm.fmuladd`: an FMA where the CPU
+has one, as in BLAS).
+
+Above MAX_ROWS rows (the scan-hoisted input product of a whole sequence) OpenBLAS's blocking for
+large matrices wins, and a single row is a matrix-vector product: both stay with BLAS.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
+
+from . import blas
+
+VECTOR_BYTES = 32
+ROWS = 6  # rows of a per block: 12 accumulators + 2 panel vectors + 1 splat = 15 of AVX2's 16 registers
+DEPTH = 256  # inner dimension per pass: a panel's part then fills 16 KiB, half of L1
+MAX_ROWS = 128
+
+
+class Vector(types.Type):
+    """An LLVM vector of VECTOR_BYTES bytes of one float dtype, held in a register."""
+
+    def __init__(self, dtype: types.Float):
+        self.dtype = dtype
+        super().__init__(name=f"vector({dtype})")
+
+
+@register_model(Vector)
+class _VectorModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        element = ir.FloatType() if fe_type.dtype == types.float32 else ir.DoubleType()
+        super().__init__(dmm, fe_type, ir.VectorType(element, VECTOR_BYTES // (fe_type.dtype.bitwidth // 8)))
+
+
+def _address(context, builder, array_type, array, index):
+    data = context.make_array(array_type)(context, builder, array).data
+    return builder.gep(data, [index])
+
+
+@intrinsic
+def _vload(typingctx, array, index):
+    """The vector at element `index` of array's data (flat, from its first element; unaligned)."""
+    vector = Vector(array.dtype)
+
+    def codegen(context, builder, sig, args):
+        llty = context.get_value_type(vector)
+        return builder.load(builder.bitcast(_address(context, builder, array, *args), llty.as_pointer()),
+                            align=array.dtype.bitwidth // 8)
+    return vector(array, types.intp), codegen
+
+
+@intrinsic
+def _vstore(typingctx, array, index, value):
+    def codegen(context, builder, sig, args):
+        llty = context.get_value_type(value)
+        address = _address(context, builder, array, args[0], args[1])
+        builder.store(args[2], builder.bitcast(address, llty.as_pointer()), align=array.dtype.bitwidth // 8)
+        return context.get_dummy_value()
+    return types.none(array, types.intp, value), codegen
+
+
+@intrinsic
+def _vsplat(typingctx, x):
+    """A vector with every lane x."""
+    vector = Vector(x)
+
+    def codegen(context, builder, sig, args):
+        llty = context.get_value_type(vector)
+        one = builder.insert_element(ir.Constant(llty, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
+        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), llty.count), None))
+    return vector(x), codegen
+
+
+@intrinsic
+def _vzero(typingctx, array):
+    """A vector of zeros of array's dtype."""
+    vector = Vector(array.dtype)
+
+    def codegen(context, builder, sig, args):
+        return ir.Constant(context.get_value_type(vector), None)
+    return vector(array), codegen
+
+
+@intrinsic
+def _vfma(typingctx, a, b, c):
+    """a * b + c, lane by lane."""
+    def codegen(context, builder, sig, args):
+        llty = context.get_value_type(a)
+        name = f"llvm.fmuladd.v{llty.count}f{a.dtype.bitwidth}"
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(llty, [llty] * 3), name)
+        return builder.call(fn, args)
+    return a(a, a, a), codegen
+
+
+@njit(cache=True, nogil=True)
+def panel_width(itemsize):
+    """P, the columns of a panel: two vectors."""
+    return 2 * VECTOR_BYTES // itemsize
+
+
+@njit(cache=True, nogil=True)
+def pack(b, packed, rows):
+    """b [k, n] (any strides) as panels [ceil(n / P), k, P] for a product of `rows` rows.
+
+    Returns `packed` itself when it already holds b's panels (a kernel packs an invariant once, on
+    the first product that uses them), or when a product of that many rows does not use panels.
+    """
+    k, n = b.shape
+    width = panel_width(b.itemsize)
+    panels = (n + width - 1) // width
+    if packed.shape[0] == panels and packed.shape[1] == k and packed.shape[2] == width and packed.size > 0:
+        return packed
+    if rows < 2 or rows > MAX_ROWS or k == 0 or n == 0:
+        return packed
+    out = np.zeros((panels, k, width), b.dtype)
+    for p in range(panels):
+        j = p * width
+        for kk in range(k):
+            for c in range(min(width, n - j)):
+                out[p, kk, c] = b[kk, j + c]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def multiply(a, packed, out):
+    """out[m, n] = a[m, k] @ b from b's panels (see pack); False, writing nothing, when they do not
+    serve this product (a single row, too many rows, or panels of another matrix)."""
+    m, k = a.shape
+    n = out.shape[1]
+    width = panel_width(out.itemsize)
+    panels = (n + width - 1) // width
+    if (m < 2 or m > MAX_ROWS or out.shape[0] != m or k == 0 or packed.shape[0] != panels
+            or packed.shape[1] != k or packed.shape[2] != width or out.itemsize != packed.itemsize):
+        return False
+    panel_data = np.ascontiguousarray(packed).reshape(-1)  # a view: pack's result is contiguous
+    stride = out.strides[0] // out.itemsize
+    direct = out.strides[1] == out.itemsize and stride >= n
+    edge = np.empty((ROWS, width), out.dtype)
+    blocks = (m + ROWS - 1) // ROWS
+    rows_data = np.empty(blocks * min(k, DEPTH) * ROWS, out.dtype)
+    for k0 in range(0, k, DEPTH):
+        k1 = min(k, k0 + DEPTH)
+        depth = k1 - k0
+        add = k0 > 0
+        # a[:, k0:k1] in blocks of ROWS rows, [blocks, depth, ROWS]: one stream of splats per block.
+        for bl in range(blocks):
+            for kk in range(depth):
+                for r in range(ROWS):
+                    rows_data[(bl * depth + kk) * ROWS + r] = a[min(bl * ROWS + r, m - 1), k0 + kk]
+        for p in range(panels):
+            j = p * width
+            offset = (p * k + k0) * width
+            whole = direct and j + width <= n
+            for bl in range(blocks):
+                i = bl * ROWS
+                rows = min(ROWS, m - i)
+                start = bl * depth * ROWS
+                if whole:
+                    _block(rows_data, start, rows, panel_data, offset, depth, out, i * stride + j, stride, add)
+                else:  # the last columns, or an out that vector stores cannot reach: through `edge`
+                    _block(rows_data, start, rows, panel_data, offset, depth, edge, 0, width, False)
+                    for r in range(rows):
+                        for c in range(min(width, n - j)):
+                            out[i + r, j + c] = out[i + r, j + c] + edge[r, c] if add else edge[r, c]
+    return True
+
+
+@njit(nogil=True)
+def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add):
+    """One block of `rows` rows (<= ROWS; from flat element `start` of rows_data, [depth, ROWS])
+    times `depth` rows of one panel (from flat element `offset` of panel_data, [depth, P]): into dst
+    from flat element `at`, row stride `stride`, added to what dst holds if `add`. Four rows or
+    fewer take a loop of four."""
+    lanes = VECTOR_BYTES // dst.itemsize
+    c0a = c0b = c1a = c1b = c2a = c2b = c3a = c3b = c4a = c4b = c5a = c5b = _vzero(dst)
+    if add:
+        c0a, c0b = _vload(dst, at), _vload(dst, at + lanes)
+        if rows > 1:
+            c1a, c1b = _vload(dst, at + stride), _vload(dst, at + stride + lanes)
+        if rows > 2:
+            c2a, c2b = _vload(dst, at + 2 * stride), _vload(dst, at + 2 * stride + lanes)
+        if rows > 3:
+            c3a, c3b = _vload(dst, at + 3 * stride), _vload(dst, at + 3 * stride + lanes)
+        if rows > 4:
+            c4a, c4b = _vload(dst, at + 4 * stride), _vload(dst, at + 4 * stride + lanes)
+        if rows > 5:
+            c5a, c5b = _vload(dst, at + 5 * stride), _vload(dst, at + 5 * stride + lanes)
+    if rows > 4:
+        for kk in range(depth):
+            o, x0 = offset + kk * 2 * lanes, start + kk * ROWS
+            b0, b1 = _vload(panel_data, o), _vload(panel_data, o + lanes)
+            x = _vsplat(rows_data[x0])
+            c0a, c0b = _vfma(x, b0, c0a), _vfma(x, b1, c0b)
+            x = _vsplat(rows_data[x0 + 1])
+            c1a, c1b = _vfma(x, b0, c1a), _vfma(x, b1, c1b)
+            x = _vsplat(rows_data[x0 + 2])
+            c2a, c2b = _vfma(x, b0, c2a), _vfma(x, b1, c2b)
+            x = _vsplat(rows_data[x0 + 3])
+            c3a, c3b = _vfma(x, b0, c3a), _vfma(x, b1, c3b)
+            x = _vsplat(rows_data[x0 + 4])
+            c4a, c4b = _vfma(x, b0, c4a), _vfma(x, b1, c4b)
+            x = _vsplat(rows_data[x0 + 5])
+            c5a, c5b = _vfma(x, b0, c5a), _vfma(x, b1, c5b)
+    else:
+        for kk in range(depth):
+            o, x0 = offset + kk * 2 * lanes, start + kk * ROWS
+            b0, b1 = _vload(panel_data, o), _vload(panel_data, o + lanes)
+            x = _vsplat(rows_data[x0])
+            c0a, c0b = _vfma(x, b0, c0a), _vfma(x, b1, c0b)
+            x = _vsplat(rows_data[x0 + 1])
+            c1a, c1b = _vfma(x, b0, c1a), _vfma(x, b1, c1b)
+            x = _vsplat(rows_data[x0 + 2])
+            c2a, c2b = _vfma(x, b0, c2a), _vfma(x, b1, c2b)
+            x = _vsplat(rows_data[x0 + 3])
+            c3a, c3b = _vfma(x, b0, c3a), _vfma(x, b1, c3b)
+    _vstore(dst, at, c0a)
+    _vstore(dst, at + lanes, c0b)
+    if rows > 1:
+        _vstore(dst, at + stride, c1a)
+        _vstore(dst, at + stride + lanes, c1b)
+    if rows > 2:
+        _vstore(dst, at + 2 * stride, c2a)
+        _vstore(dst, at + 2 * stride + lanes, c2b)
+    if rows > 3:
+        _vstore(dst, at + 3 * stride, c3a)
+        _vstore(dst, at + 3 * stride + lanes, c3b)
+    if rows > 4:
+        _vstore(dst, at + 4 * stride, c4a)
+        _vstore(dst, at + 4 * stride + lanes, c4b)
+    if rows > 5:
+        _vstore(dst, at + 5 * stride, c5a)
+        _vstore(dst, at + 5 * stride + lanes, c5b)
+
+
+MATMUL_PACKED = "matmul_packed_ilp64" if blas.ILP64 else "matmul_packed_lp64"  # the one kernels call
+
+
+@njit(cache=True, nogil=True)
+def matmul_packed_ilp64(a, b, packed, out):
+    """blas.matmul_ilp64, with b also given as panels (pack): 2 to MAX_ROWS rows run on them."""
+    if not multiply(a, packed, out):
+        blas.matmul_ilp64(a, b, out)
+
+
+@njit(cache=True, nogil=True)
+def matmul_packed_lp64(a, b, packed, out):
+    """blas.matmul_lp64, with b also given as panels (pack)."""
+    if not multiply(a, packed, out):
+        blas.matmul_lp64(a, b, out)
