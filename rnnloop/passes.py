@@ -8,7 +8,7 @@ import numpy as np
 
 from .errors import RnnloopError
 from .interp.graph import run_op
-from .ir import Graph, Loop
+from .ir import Graph, Loop, Op, TensorType
 
 # A folded result may outgrow its inputs (Expand, Tile, ConstantOfShape) by this much at most:
 # beyond it, the session would hold memory that a run allocates only while it needs it.
@@ -89,3 +89,72 @@ def eliminate_dead_code(graph: Graph) -> Graph:
             len(constants) == len(graph.constants):
         return graph
     return dataclasses.replace(graph, ops=kept, constants=constants)
+
+
+def cancel_unsqueezes(graph: Graph) -> Graph:
+    """The graph with every Unsqueeze that a Squeeze of the same axes, or a Gather of index 0 on
+    its one new axis, undoes at once read through, in it and its subgraphs.
+
+    Exporters wrap recurrent ops in them: torch's LSTM unsqueezes the initial states for the ONNX
+    LSTM's direction axis and squeezes the outputs back, and the LSTM's lowering gathers that axis
+    again. Each is a trivial op, but the interpreter pays microseconds for every op of every run.
+    A result that is a graph output becomes an Identity of what it repeats; the Unsqueeze itself
+    goes with eliminate_dead_code once nothing reads it.
+    """
+    producers: dict[str, Op] = {}
+    same: dict[str, str] = {}  # a result -> the earlier value it equals
+    ops = []
+    for op in graph.ops:
+        if op.subgraphs:
+            op = _with_subgraphs(op, cancel_unsqueezes)
+        if any(n in same for n in op.inputs):
+            op = dataclasses.replace(op, inputs=[same.get(n, n) for n in op.inputs])
+        undone = _undone_unsqueeze(op, producers, graph)
+        if undone is not None and op.outputs[0] not in graph.outputs:
+            same[op.outputs[0]] = undone
+            continue
+        if undone is not None:
+            op = dataclasses.replace(op, op_type="Identity", inputs=[undone], attrs={})
+        producers.update((n, op) for n in op.outputs if n)
+        ops.append(op)
+    if not same and all(a is b for a, b in zip(ops, graph.ops)):
+        return graph
+    return dataclasses.replace(graph, ops=ops)
+
+
+def _undone_unsqueeze(op: Op, producers: dict[str, Op], graph: Graph) -> str | None:
+    """x when `op` is Squeeze(Unsqueeze(x, axes), axes) or Gather(Unsqueeze(x, [a]), 0 or -1, axis=a)."""
+    if op.op_type not in ("Squeeze", "Gather") or len(op.inputs) != 2 or len(op.outputs) != 1:
+        return None
+    inner = producers.get(op.inputs[0])
+    if inner is None or inner.op_type != "Unsqueeze" or len(inner.inputs) != 2 or inner.attrs:
+        return None
+    rank = _rank(graph, op.inputs[0])
+    added = _axes(graph.constants.get(inner.inputs[1]), rank)
+    if added is None:
+        return None
+    if op.op_type == "Squeeze":
+        removed = _axes(graph.constants.get(op.inputs[1]), rank)
+        return inner.inputs[0] if removed == added and not op.attrs else None
+    index = graph.constants.get(op.inputs[1])
+    if index is None or index.ndim != 0 or int(index) not in (0, -1) or set(op.attrs) - {"axis"}:
+        return None
+    axis = _axes(np.asarray([op.attrs.get("axis", 0)]), rank)
+    return inner.inputs[0] if len(added) == 1 and axis == added else None
+
+
+def _rank(graph: Graph, name: str) -> int | None:
+    t = graph.type_of(name)
+    return len(t.shape) if isinstance(t, TensorType) and t.shape is not None else None
+
+
+def _axes(axes: np.ndarray | None, rank: int | None) -> set[int] | None:
+    """Constant axes as a set of non-negative ones; None when unknown (negative ones need the rank)."""
+    if axes is None or axes.ndim > 1 or axes.dtype.kind not in "iu":
+        return None
+    values = [int(a) for a in axes.reshape(-1)]
+    if any(a < 0 for a in values):
+        if rank is None:
+            return None
+        values = [a + rank for a in values]
+    return set(values) if len(set(values)) == len(values) else None

@@ -21,7 +21,7 @@ from .ir import (
     format_graph,
     iter_ops,
 )
-from .passes import eliminate_dead_code, fold_constants
+from .passes import cancel_unsqueezes, eliminate_dead_code, fold_constants
 from .plan import plan_graph
 from .verify import verify
 
@@ -60,7 +60,7 @@ class Session:
     def __init__(self, graph: Graph, *, backend: str = "numba", strict: bool = False,
                  max_iterations: int | None = None):
         verify(graph)
-        self.graph = graph = eliminate_dead_code(fold_constants(graph))
+        self.graph = graph = eliminate_dead_code(cancel_unsqueezes(fold_constants(graph)))
         self.backend = backend
         self.plans = plan_graph(graph, backend, strict)
         # Arrays a run may hand back without computing them: results must never alias these.
@@ -130,14 +130,57 @@ def _span(array: np.ndarray) -> tuple[int, int] | None:
     return lo, hi + array.itemsize
 
 
+def _owner(array: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The array that owns `array`'s memory, and whether that memory was allocated for it alone
+    (by NumPy, or by a Numba kernel: a MemInfo without a parent array); otherwise it is the last
+    array before a foreign buffer (the bytes of np.frombuffer, a memoryview)."""
+    while True:
+        base = array.base
+        if base is None:
+            return array, True
+        if isinstance(base, np.ndarray):
+            array = base
+        elif type(base).__name__ == "_MemInfo":  # a Numba result: a view of `parent`, or memory of its own
+            if base.parent is None:
+                return array, True
+            array = base.parent
+        else:
+            return array, False
+
+
 class _Memory:
-    """The memory of some arrays, merged into disjoint spans: asks whether an array may overlap it
-    as np.may_share_memory does (by bounds), in time logarithmic in the number of arrays."""
+    """The memory of some arrays: asks whether an array may overlap it, cheaply.
+
+    Memory NumPy or a Numba kernel allocated belongs to one array, its owner, and every view of it
+    leads back to that owner through .base, so two such arrays overlap only if they have the same
+    owner: a set of owners answers (reading an address costs microseconds). Memory NumPy did not allocate (a foreign buffer) is compared by address range,
+    as np.may_share_memory does, over spans merged once, in time logarithmic in the number of arrays.
+    """
 
     def __init__(self, arrays):
-        spans = sorted(s for s in map(_span, arrays) if s is not None)
+        arrays = list(arrays)
+        self.owners = {id(_owner(a)[0]) for a in arrays}
+        self.arrays = arrays  # keeps the owners' ids valid
+        self.starts: list[int] | None = None  # the merged spans, made when first needed
+        self.ends: list[int] = []
+
+    def overlaps(self, array: np.ndarray) -> bool:
+        owner, allocated = _owner(array)
+        if id(owner) in self.owners:
+            return True
+        if allocated:  # memory of its own, and none of these arrays leads to it
+            return False
+        span = _span(array)
+        if span is None:
+            return False
+        if self.starts is None:
+            self._merge()
+        k = bisect.bisect_left(self.starts, span[1]) - 1  # the last span starting before this one ends
+        return k >= 0 and self.ends[k] > span[0]
+
+    def _merge(self) -> None:
         merged: list[list[int]] = []
-        for lo, hi in spans:
+        for lo, hi in sorted(s for s in map(_span, self.arrays) if s is not None):
             if merged and lo <= merged[-1][1]:
                 merged[-1][1] = max(merged[-1][1], hi)
             else:
@@ -145,16 +188,10 @@ class _Memory:
         self.starts = [lo for lo, _ in merged]
         self.ends = [hi for _, hi in merged]
 
-    def overlaps(self, span: tuple[int, int]) -> bool:
-        """Whether the bytes [lo, hi) of `span` (see _span) meet this memory."""
-        k = bisect.bisect_left(self.starts, span[1]) - 1  # the last span starting before this one ends
-        return k >= 0 and self.ends[k] > span[0]
-
 
 def _own(value: Any, shared: list[_Memory]) -> Any:
     if isinstance(value, np.ndarray):
-        span = _span(value)
-        return value.copy() if span is not None and any(m.overlaps(span) for m in shared) else value
+        return value.copy() if value.size and any(m.overlaps(value) for m in shared) else value
     if isinstance(value, list):
         return [_own(v, shared) for v in value]
     return value

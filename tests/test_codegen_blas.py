@@ -12,10 +12,11 @@ import pytest
 from rnnloop.codegen import blas, simd
 
 
-def _strided(fn, dtype):
+def _strided(fn, dtype, panels=False):
     """fn compiled once for matrices of any strides (Numba layout 'A'), so that every layout below
     runs the same machine code: each layout would otherwise be a compile of its own (minutes on a
-    fresh checkout, where these functions have no cache yet)."""
+    fresh checkout, where these functions have no cache yet). With `panels`, fn takes b's panels
+    (simd.pack) after b."""
     matrix = numba.from_dtype(np.dtype(dtype))[:, :]
     if panels:
         signature = numba.void(matrix, matrix, numba.from_dtype(np.dtype(dtype))[:, :, ::1], matrix)
@@ -81,7 +82,9 @@ def test_packed_products(dtype):
     empty = np.empty((0, 0, 0), dtype)
     # rows: blocks of six and four, and what is left; inner sizes across one and several passes
     # of simd.DEPTH; columns: whole panels, a partial one, fewer than a panel.
-    shapes = [(2, 1, 1), (5, 3, 17), (6, 255, 16), (7, 257, 40), (13, 600, 33), (4, 2, 9), (128, 20, 24)]
+    # One row: four panels at a time, then one at a time, then a partial one.
+    shapes = [(2, 1, 1), (5, 3, 17), (6, 255, 16), (7, 257, 40), (13, 600, 33), (4, 2, 9), (128, 20, 24),
+              (1, 1, 1), (1, 9, 64), (1, 300, 17 * 8 + 3)]
     for m, k, n in shapes:
         a = rng.standard_normal((m, k)).astype(dtype)
         b = rng.standard_normal((k, n)).astype(dtype)
@@ -101,10 +104,9 @@ def test_panels_are_made_once_and_only_where_they_serve():
     empty = np.empty((0, 0, 0), np.float32)
     panels = simd.pack(b, empty, 3)
     assert simd.pack(b, panels, 3) is panels  # a kernel packs its invariant on the first product only
-    assert simd.pack(b, empty, 1) is empty  # one row is BLAS's gemv
     assert simd.pack(b, empty, simd.MAX_ROWS + 1) is empty
     assert np.all(panels[-1, :, 20 % panels.shape[2]:] == 0)  # the last panel is zero-padded
-    for a in (rng.standard_normal((1, 8)), rng.standard_normal((simd.MAX_ROWS + 1, 8)), rng.standard_normal((3, 7))):
+    for a in (rng.standard_normal((simd.MAX_ROWS + 1, 8)), rng.standard_normal((3, 7))):
         out = np.full((a.shape[0], 20), np.nan, np.float32)
         assert not simd.multiply(a.astype(np.float32), panels, out)  # nothing written: BLAS takes it
         assert np.isnan(out).all()

@@ -187,10 +187,13 @@ def test_an_output_that_aliases_a_constant_or_a_feed_is_a_copy_the_caller_owns(b
         }>
     }""")
     session = load_fused(model, backend)
-    x0 = np.array([5.0, 6.0], np.float32)
-    from_constant, from_feed = session.run(None, {"M": 0, "x0": x0})
-    from_constant[:] = 0
-    from_feed[:] = 0
-    np.testing.assert_array_equal(x0, [5.0, 6.0])
-    again, _ = session.run(None, {"M": 0, "x0": x0})
-    np.testing.assert_array_equal(again, [1.0, 2.0])
+    # A feed of its own memory, a view into a larger array, and one over a foreign buffer.
+    feeds = [np.array([5.0, 6.0], np.float32), np.array([9.0, 5.0, 7.0, 6.0], np.float32)[1::2],
+             np.frombuffer(bytearray(np.array([5.0, 6.0], np.float32).tobytes()), np.float32)]
+    for x0 in feeds:
+        from_constant, from_feed = session.run(None, {"M": 0, "x0": x0})
+        from_constant[:] = 0
+        from_feed[:] = 0
+        np.testing.assert_array_equal(x0, [5.0, 6.0])
+        again, _ = session.run(None, {"M": 0, "x0": x0})
+        np.testing.assert_array_equal(again, [1.0, 2.0])

@@ -1,4 +1,4 @@
-"""IR rewrites between lowering and planning: constant folding, dead code elimination."""
+"""IR rewrites between lowering and planning: constant folding, undone Unsqueezes, dead code elimination."""
 
 from __future__ import annotations
 
@@ -116,3 +116,56 @@ def test_ops_nothing_reads_are_dropped_in_graphs_and_loop_bodies():
     graph = rnnloop.load(model, backend="interp").graph
     assert [op.op_type for op in graph.ops] == ["Loop"] and list(graph.constants) == ["t"]
     assert [op.op_type for op in graph.ops[0].body.ops] == ["Identity", "Add"]
+
+
+
+def test_an_unsqueeze_undone_by_a_squeeze_or_a_gather_is_read_through():
+    # As torch exports an LSTM: the states unsqueezed for the direction axis, the outputs squeezed.
+    model = parse("""
+    wrap (float[2, 3] x, float[2, 3] h) => (float[2, 3] y, float[2, 3] z, float[2, 3] w) {
+        zero = Constant <value = int64[1] {0}> ()
+        last = Constant <value = int64[1] {-1}> ()
+        index = Constant <value = int64 {0}> ()
+        u = Unsqueeze(x, zero)
+        y = Squeeze(u, zero)
+        v = Unsqueeze(h, last)
+        inner = Gather <axis = 2> (v, index)
+        s = Sin(inner)
+        us = Unsqueeze(s, zero)
+        z = Squeeze(us, zero)
+        g = Gather <axis = 0> (u, index)
+        ug = Unsqueeze(g, zero)
+        w = Squeeze(ug)
+    }""")
+    session = rnnloop.load(model, backend="interp")
+    # y and z stay results of their own (Identity); the Gathers read x and h; a Squeeze of every
+    # size-1 axis (no axes given) may remove others too, so it stays.
+    assert [(op.op_type, op.inputs[0]) for op in session.graph.ops] == [
+        ("Identity", "x"), ("Sin", "h"), ("Identity", "s"), ("Unsqueeze", "x"), ("Squeeze", "ug")]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y, z, w = session.run(None, {"x": x, "h": x + 1})
+    np.testing.assert_array_equal(y, x)
+    np.testing.assert_array_equal(z, np.sin(x + 1))
+    np.testing.assert_array_equal(w, x)
+    assert not np.shares_memory(y, x)
+
+
+def test_unsqueezes_that_are_not_undone_stay():
+    model = parse("""
+    keep (float[2, 1] x) => (float[1, 2] y, float[2] z, float[1, 2] w) {
+        zero = Constant <value = int64[1] {0}> ()
+        two = Constant <value = int64[1] {2}> ()
+        both = Constant <value = int64[2] {0, 2}> ()
+        index = Constant <value = int64 {0}> ()
+        u = Unsqueeze(x, zero)
+        y = Squeeze(u, two)
+        z = Squeeze(u, both)
+        w = Gather <axis = 2> (u, index)
+    }""")
+    session = rnnloop.load(model, backend="interp")  # each removes an axis x had, not (only) the new one
+    assert [op.op_type for op in session.graph.ops] == ["Unsqueeze", "Squeeze", "Squeeze", "Gather"]
+    x = np.array([[1], [2]], np.float32)
+    y, z, w = session.run(None, {"x": x})
+    np.testing.assert_array_equal(y, [[1, 2]])
+    np.testing.assert_array_equal(z, [1, 2])
+    np.testing.assert_array_equal(w, [[1, 2]])
