@@ -131,7 +131,7 @@ def _undone_unsqueeze(op: Op, producers: dict[str, Op], graph: Graph) -> str | N
         return None
     rank = _rank(graph, op.inputs[0])
     added = _axes(graph.constants.get(inner.inputs[1]), rank)
-    if added is None:
+    if not added:  # unknown, or none (a Squeeze of no axes may mean all of them)
         return None
     if op.op_type == "Squeeze":
         removed = _axes(graph.constants.get(op.inputs[1]), rank)

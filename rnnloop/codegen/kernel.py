@@ -170,8 +170,8 @@ class LoopGen:
         """For a product of `rows` rows (a body expression) by the float matrix b, read as b_expr:
         the name of b_expr packed into panels (codegen/simd.py), or None when b is not a loop invariant.
 
-        Packing happens in the loop, on the first product with rows the panels serve (so a run of
-        one-row products, which BLAS's gemv does best, never pays for it), and once per run.
+        Packing happens in the loop, on the first product with rows the panels serve (so a run whose
+        products all have more rows than simd.MAX_ROWS never pays for it), and once per run.
         """
         if b.kind != "invariant" or self.hoisting or b.dtype.kind != "f":
             return None
