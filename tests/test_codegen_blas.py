@@ -67,7 +67,8 @@ def test_scipy_blas_can_be_forced():
 
 
 # Products by an invariant matrix packed into panels (rnnloop.codegen.simd): the kernel's own
-# register-blocked product for 2..MAX_ROWS rows; BLAS for the rest.
+# register-blocked product for 1..MAX_ROWS rows; BLAS for the rest. MAX_ROWS and the vector width
+# depend on the CPU: test_products_without_avx512 runs these tests again as on a CPU without AVX-512.
 
 def _window(x):
     big = np.full((2 * x.shape[0] + 1, 3 * x.shape[1] + 2), np.nan, x.dtype)
@@ -80,11 +81,14 @@ def test_packed_products(dtype):
     matmul = _strided(getattr(simd, simd.MATMUL_PACKED), dtype, panels=True)
     rng = np.random.default_rng(1)
     empty = np.empty((0, 0, 0), dtype)
-    # rows: blocks of six and four, and what is left; inner sizes across one and several passes
-    # of simd.DEPTH; columns: whole panels, a partial one, fewer than a panel.
-    # One row: four panels at a time, then one at a time, then a partial one.
+    # rows: blocks of six and four, and what is left, in one or several passes of simd.CHUNK rows;
+    # inner sizes across one and several passes of simd.DEPTH; columns: whole panels, a partial
+    # one, fewer than a panel. One row: eight panels at a time (64-byte vectors), four at a time,
+    # then one at a time, then a partial one.
     shapes = [(2, 1, 1), (5, 3, 17), (6, 255, 16), (7, 257, 40), (13, 600, 33), (4, 2, 9), (128, 20, 24),
-              (1, 1, 1), (1, 9, 64), (1, 300, 17 * 8 + 3)]
+              (1, 1, 1), (1, 9, 64), (1, 300, 17 * 8 + 3), (1, 7, 421), (1, 130, 512)]
+    if simd.MAX_ROWS > 2 * simd.CHUNK:
+        shapes += [(simd.CHUNK + 1, 3, 17), (2 * simd.CHUNK + 5, 270, 40)]
     for m, k, n in shapes:
         a = rng.standard_normal((m, k)).astype(dtype)
         b = rng.standard_normal((k, n)).astype(dtype)
@@ -104,9 +108,31 @@ def test_panels_are_made_once_and_only_where_they_serve():
     empty = np.empty((0, 0, 0), np.float32)
     panels = simd.pack(b, empty, 3)
     assert simd.pack(b, panels, 3) is panels  # a kernel packs its invariant on the first product only
-    assert simd.pack(b, empty, simd.MAX_ROWS + 1) is empty
     assert np.all(panels[-1, :, 20 % panels.shape[2]:] == 0)  # the last panel is zero-padded
-    for a in (rng.standard_normal((simd.MAX_ROWS + 1, 8)), rng.standard_normal((3, 7))):
+    unserved = [rng.standard_normal((3, 7))]  # panels of another matrix
+    if simd.VECTOR_BYTES == 32:  # AVX2: OpenBLAS is faster for many rows
+        assert simd.MAX_ROWS == 128
+        assert simd.pack(b, empty, simd.MAX_ROWS + 1) is empty
+        unserved.append(rng.standard_normal((simd.MAX_ROWS + 1, 8)))
+    else:  # AVX-512: the packed product is faster at every size
+        assert simd.VECTOR_BYTES == 64 and simd.MAX_ROWS == np.iinfo(np.int64).max
+    for a in unserved:
         out = np.full((a.shape[0], 20), np.nan, np.float32)
         assert not simd.multiply(a.astype(np.float32), panels, out)  # nothing written: BLAS takes it
         assert np.isnan(out).all()
+
+
+def test_products_without_avx512():
+    """The packed product tests again in a process whose Numba target lacks AVX-512 (32-byte vectors)."""
+    from numba.core.codegen import get_host_cpu_features
+    features = get_host_cpu_features()
+    if "+avx512f" not in features.split(","):
+        pytest.skip("this CPU has no AVX-512: the tests above already ran with 32-byte vectors")
+    env = dict(os.environ, NUMBA_CPU_FEATURES=features.replace("+avx512", "-avx512"))
+    probe = "from rnnloop.codegen import simd; print(simd.VECTOR_BYTES)"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["32"]
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider", __file__,
+                          "-k", "packed_products or panels_are_made_once"], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "3 passed" in run.stdout, run.stdout[-3000:]

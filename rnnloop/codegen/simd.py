@@ -2,29 +2,33 @@
 
 At batch 16 to 64 the per-step product h · R (16 x 256 x 1024 for an LSTM of hidden size 256) is
 most of a step, and OpenBLAS is slow on so few rows. Measured on this project's 2-core AMD EPYC
-(AVX2; one thread, float32, µs per product, medians of products in a loop as a kernel makes them):
+(Zen 5, AVX-512; one thread, float32, µs per product, medians of products in a loop as a kernel
+makes them; OpenBLAS as configured here, OPENBLAS_CORETYPE=Haswell):
 
-    (rows x inner x cols)    OpenBLAS    this module
-    1 x 128 x 512            5.2         3.8
-    1 x 256 x 1024           28          19
-    2 x 256 x 1024           91          35
-    16 x 128 x 512           38          30
-    16 x 256 x 1024          145         103
-    64 x 512 x 2048          1739        1564
+    (rows x inner x cols)    OpenBLAS    this module, 64-byte vectors (32-byte)
+    1 x 128 x 512            2.4         2.1   (2.1)
+    16 x 256 x 1024          98          43    (78)
+    64 x 512 x 2048          1170        690   (1230)
+    200 x 64 x 512           105         84    (153)
+    3200 x 128 x 1024        6800        5100  (9500)
 
-The method is BLIS's. The weights b [k, n] are packed once per run into panels of P columns,
-[ceil(n / P), k, P], contiguous and zero-padded; per product, a is copied into blocks of ROWS rows,
-[blocks, k, ROWS], so that each block is one stream. For each panel and block, a ROWS x P block of
+The method is BLIS's. The weights b [k, n] are packed once (at load for a model's constant
+weights, else once per run) into panels of P columns, [ceil(n / P), k, P], contiguous and
+zero-padded; per product, a is copied CHUNK rows at a time into blocks of ROWS rows,
+[blocks, DEPTH, ROWS], so that each block is one stream. For each panel and block, a ROWS x P block of
 out accumulates in twelve vector registers over DEPTH steps of the inner dimension and is stored
 once. Numba has no vector types, and LLVM's loop vectorizer does not keep such a block in
 registers: it reloads and stores out at every k, behind runtime alias checks that fail for some row
-counts (8 GFLOP/s). So this module defines a 32-byte vector type (8 float32 or 4 float64) with
-five operations: zero, load, store, splat and multiply-add (`llvm.fmuladd`: an FMA where the CPU
-has one, as in BLAS).
+counts (8 GFLOP/s). So this module defines a vector type with six operations: zero, load, store,
+splat, broadcast of an element and multiply-add (`llvm.fmuladd`: an FMA where the CPU has one, as in BLAS). A vector is 64
+bytes (16 float32) where the CPU has AVX-512, else 32 (8 float32, AVX2): the width is read from the
+CPU Numba compiles for, so a kernel cached on one machine is not reused on another (Numba's cache
+is keyed by the CPU and its features).
 
 A single row (batch 1) is a matrix-vector product, bound by reading the weights: it reads the same
-panels four at a time (_row). Above MAX_ROWS rows (the scan-hoisted input product of a whole
-sequence) OpenBLAS's blocking for large matrices wins: those stay with BLAS.
+panels four at a time (_row). With 32-byte vectors, OpenBLAS's blocking for large matrices wins
+above MAX_ROWS rows (the scan-hoisted input product of a whole sequence): those stay with BLAS.
+With 64-byte vectors this module is faster at every size measured, so MAX_ROWS has no limit.
 """
 
 from __future__ import annotations
@@ -37,10 +41,21 @@ from numba.extending import intrinsic, models, register_model
 
 from . import blas
 
-VECTOR_BYTES = 32
-ROWS = 6  # rows of a per block: 12 accumulators + 2 panel vectors + 1 splat = 15 of AVX2's 16 registers
-DEPTH = 256  # inner dimension per pass: a panel's part then fills 16 KiB, half of L1
-MAX_ROWS = 128
+
+
+def _vector_bytes() -> int:
+    """64 when the CPU Numba compiles for has AVX-512 (NUMBA_CPU_FEATURES, else the host's), else 32."""
+    from numba import config
+    from numba.core.codegen import get_host_cpu_features
+    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else get_host_cpu_features()
+    return 64 if "+avx512f" in features.split(",") else 32
+
+
+VECTOR_BYTES = _vector_bytes()
+ROWS = 6  # rows of a per block: 12 accumulators + 2 panel vectors + 1 splat (AVX2 has 16 registers)
+CHUNK = 16 * ROWS  # rows of a per pass: their copy, [CHUNK, DEPTH], takes 48-96 KiB (L2 is 1 MiB)
+DEPTH = 256  # inner dimension per pass: a panel's part then fills 16 KiB (32 with 64-byte vectors) of L1
+MAX_ROWS = 128 if VECTOR_BYTES == 32 else np.iinfo(np.int64).max
 
 
 class Vector(types.Type):
@@ -95,6 +110,21 @@ def _vsplat(typingctx, x):
         one = builder.insert_element(ir.Constant(llty, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
         return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), llty.count), None))
     return vector(x), codegen
+
+
+@intrinsic
+def _vbroadcast(typingctx, array, index):
+    """A vector with every lane array's element `index` (flat, from its first element). Unlike
+    _vsplat(array[index]) it has no code for negative indices, which in _block's loop would cost
+    more instructions than its multiply-adds."""
+    vector = Vector(array.dtype)
+
+    def codegen(context, builder, sig, args):
+        llty = context.get_value_type(vector)
+        x = builder.load(_address(context, builder, array, *args))
+        one = builder.insert_element(ir.Constant(llty, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
+        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), llty.count), None))
+    return vector(array, types.intp), codegen
 
 
 @intrinsic
@@ -165,44 +195,47 @@ def multiply(a, packed, out):
         _row(a[0], panel_data, k, n, out, direct)
         return True
     edge = np.empty((ROWS, width), out.dtype)
-    blocks = (m + ROWS - 1) // ROWS
-    rows_data = np.empty(blocks * min(k, DEPTH) * ROWS, out.dtype)
-    for k0 in range(0, k, DEPTH):
-        k1 = min(k, k0 + DEPTH)
-        depth = k1 - k0
-        add = k0 > 0
-        # a[:, k0:k1] in blocks of ROWS rows, [blocks, depth, ROWS]: one stream of splats per block.
-        for bl in range(blocks):
-            for kk in range(depth):
-                for r in range(ROWS):
-                    rows_data[(bl * depth + kk) * ROWS + r] = a[min(bl * ROWS + r, m - 1), k0 + kk]
-        for p in range(panels):
-            j = p * width
-            offset = (p * k + k0) * width
-            whole = direct and j + width <= n
+    rows_data = np.empty(CHUNK * min(k, DEPTH), out.dtype)
+    for m0 in range(0, m, CHUNK):  # CHUNK rows of a at a time, so that their copy stays in cache
+        mc = min(CHUNK, m - m0)
+        blocks = (mc + ROWS - 1) // ROWS
+        for k0 in range(0, k, DEPTH):
+            k1 = min(k, k0 + DEPTH)
+            depth = k1 - k0
+            add = k0 > 0
+            # a[m0:m0 + mc, k0:k1] in blocks of ROWS rows, [blocks, depth, ROWS]: one stream of splats per block.
             for bl in range(blocks):
-                i = bl * ROWS
-                rows = min(ROWS, m - i)
-                start = bl * depth * ROWS
-                if whole:
-                    _block(rows_data, start, rows, panel_data, offset, depth, out, i * stride + j, stride, add)
-                else:  # the last columns, or an out that vector stores cannot reach: through `edge`
-                    _block(rows_data, start, rows, panel_data, offset, depth, edge, 0, width, False)
-                    for r in range(rows):
-                        for c in range(min(width, n - j)):
-                            out[i + r, j + c] = out[i + r, j + c] + edge[r, c] if add else edge[r, c]
+                for kk in range(depth):
+                    for r in range(ROWS):
+                        rows_data[(bl * depth + kk) * ROWS + r] = a[m0 + min(bl * ROWS + r, mc - 1), k0 + kk]
+            for p in range(panels):
+                j = p * width
+                offset = (p * k + k0) * width
+                whole = direct and j + width <= n
+                for bl in range(blocks):
+                    i = m0 + bl * ROWS
+                    rows = min(ROWS, m - i)
+                    start = bl * depth * ROWS
+                    if whole:
+                        _block(rows_data, start, rows, panel_data, offset, depth, out, i * stride + j, stride, add)
+                    else:  # the last columns, or an out that vector stores cannot reach: through `edge`
+                        _block(rows_data, start, rows, panel_data, offset, depth, edge, 0, width, False)
+                        for r in range(rows):
+                            for c in range(min(width, n - j)):
+                                out[i + r, j + c] = out[i + r, j + c] + edge[r, c] if add else edge[r, c]
     return True
 
 
 @njit(nogil=True)
 def _row(x, panel_data, k, n, out, direct):
     """out[0] = x @ b for a single row x [k]: a matrix-vector product, bound by reading the panels.
-    Four panels at a time keep eight accumulators (FMA latency times throughput) and four streams
-    in flight; measured 1.3-1.5x OpenBLAS's sgemv at k x n = 128 x 512 and 256 x 1024."""
+    With 64-byte vectors, eight panels at a time (_row_eight); then four at a time, which keep
+    eight accumulators (FMA latency times throughput) and four streams in flight; measured 1.3-1.5x
+    OpenBLAS's sgemv at k x n = 128 x 512 and 256 x 1024."""
     lanes = VECTOR_BYTES // out.itemsize
     width = 2 * lanes
     whole = n // width if direct else 0  # panels stored straight into out
-    p = 0
+    p = _row_eight(x, panel_data, k, out, whole) if VECTOR_BYTES == 64 else 0
     while p + 4 <= whole:
         o0 = p * k * width
         o1, o2, o3 = o0 + k * width, o0 + 2 * k * width, o0 + 3 * k * width
@@ -223,8 +256,67 @@ def _row(x, panel_data, k, n, out, direct):
         _vstore(out, j + 3 * width, c3a)
         _vstore(out, j + 3 * width + lanes, c3b)
         p += 4
+    if p * width < n:  # the rest, one panel at a time (no allocation per product when there is none)
+        _row_rest(x, panel_data, k, n, out, p)
+
+
+@njit(nogil=True)
+def _row_eight(x, panel_data, k, out, whole):
+    """_row's first panels, eight at a time; returns how many it did. Eight streams of panels keep
+    more reads from L2 in flight than four: 1.46 against 2.03 µs at 128 x 512 (Zen 5), where the
+    weights fit in L2; alike at 256 x 1024, where they do not. Sixteen accumulators: AVX-512 has
+    32 vector registers (AVX2, 16, would spill)."""
+    lanes = VECTOR_BYTES // out.itemsize
+    width = 2 * lanes
+    step = k * width  # from one panel to the next
+    p = 0
+    while p + 8 <= whole:
+        a0 = b0 = a1 = b1 = a2 = b2 = a3 = b3 = a4 = b4 = a5 = b5 = a6 = b6 = a7 = b7 = _vzero(out)
+        for kk in range(k):
+            x_k, o = _vsplat(x[kk]), p * step + kk * width
+            a0, b0 = _vfma(x_k, _vload(panel_data, o), a0), _vfma(x_k, _vload(panel_data, o + lanes), b0)
+            o += step
+            a1, b1 = _vfma(x_k, _vload(panel_data, o), a1), _vfma(x_k, _vload(panel_data, o + lanes), b1)
+            o += step
+            a2, b2 = _vfma(x_k, _vload(panel_data, o), a2), _vfma(x_k, _vload(panel_data, o + lanes), b2)
+            o += step
+            a3, b3 = _vfma(x_k, _vload(panel_data, o), a3), _vfma(x_k, _vload(panel_data, o + lanes), b3)
+            o += step
+            a4, b4 = _vfma(x_k, _vload(panel_data, o), a4), _vfma(x_k, _vload(panel_data, o + lanes), b4)
+            o += step
+            a5, b5 = _vfma(x_k, _vload(panel_data, o), a5), _vfma(x_k, _vload(panel_data, o + lanes), b5)
+            o += step
+            a6, b6 = _vfma(x_k, _vload(panel_data, o), a6), _vfma(x_k, _vload(panel_data, o + lanes), b6)
+            o += step
+            a7, b7 = _vfma(x_k, _vload(panel_data, o), a7), _vfma(x_k, _vload(panel_data, o + lanes), b7)
+        j = p * width
+        _vstore(out, j, a0)
+        _vstore(out, j + lanes, b0)
+        _vstore(out, j + width, a1)
+        _vstore(out, j + width + lanes, b1)
+        _vstore(out, j + 2 * width, a2)
+        _vstore(out, j + 2 * width + lanes, b2)
+        _vstore(out, j + 3 * width, a3)
+        _vstore(out, j + 3 * width + lanes, b3)
+        _vstore(out, j + 4 * width, a4)
+        _vstore(out, j + 4 * width + lanes, b4)
+        _vstore(out, j + 5 * width, a5)
+        _vstore(out, j + 5 * width + lanes, b5)
+        _vstore(out, j + 6 * width, a6)
+        _vstore(out, j + 6 * width + lanes, b6)
+        _vstore(out, j + 7 * width, a7)
+        _vstore(out, j + 7 * width + lanes, b7)
+        p += 8
+    return p
+
+
+@njit(nogil=True)
+def _row_rest(x, panel_data, k, n, out, first):
+    """_row's panels from `first` on, with two accumulators, stored through a scratch row."""
+    lanes = VECTOR_BYTES // out.itemsize
+    width = 2 * lanes
     edge = np.empty((1, width), out.dtype)
-    for q in range(p, (n + width - 1) // width):  # the rest, one panel at a time (2 accumulators)
+    for q in range(first, (n + width - 1) // width):
         ca = cb = _vzero(out)
         for kk in range(k):
             x_k, o = _vsplat(x[kk]), (q * k + kk) * width
@@ -234,6 +326,7 @@ def _row(x, panel_data, k, n, out, direct):
         j = q * width
         for c in range(min(width, n - j)):
             out[0, j + c] = edge[0, c]
+
 
 @njit(nogil=True)
 def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add):
@@ -259,29 +352,29 @@ def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, a
         for kk in range(depth):
             o, x0 = offset + kk * 2 * lanes, start + kk * ROWS
             b0, b1 = _vload(panel_data, o), _vload(panel_data, o + lanes)
-            x = _vsplat(rows_data[x0])
+            x = _vbroadcast(rows_data, x0)
             c0a, c0b = _vfma(x, b0, c0a), _vfma(x, b1, c0b)
-            x = _vsplat(rows_data[x0 + 1])
+            x = _vbroadcast(rows_data, x0 + 1)
             c1a, c1b = _vfma(x, b0, c1a), _vfma(x, b1, c1b)
-            x = _vsplat(rows_data[x0 + 2])
+            x = _vbroadcast(rows_data, x0 + 2)
             c2a, c2b = _vfma(x, b0, c2a), _vfma(x, b1, c2b)
-            x = _vsplat(rows_data[x0 + 3])
+            x = _vbroadcast(rows_data, x0 + 3)
             c3a, c3b = _vfma(x, b0, c3a), _vfma(x, b1, c3b)
-            x = _vsplat(rows_data[x0 + 4])
+            x = _vbroadcast(rows_data, x0 + 4)
             c4a, c4b = _vfma(x, b0, c4a), _vfma(x, b1, c4b)
-            x = _vsplat(rows_data[x0 + 5])
+            x = _vbroadcast(rows_data, x0 + 5)
             c5a, c5b = _vfma(x, b0, c5a), _vfma(x, b1, c5b)
     else:
         for kk in range(depth):
             o, x0 = offset + kk * 2 * lanes, start + kk * ROWS
             b0, b1 = _vload(panel_data, o), _vload(panel_data, o + lanes)
-            x = _vsplat(rows_data[x0])
+            x = _vbroadcast(rows_data, x0)
             c0a, c0b = _vfma(x, b0, c0a), _vfma(x, b1, c0b)
-            x = _vsplat(rows_data[x0 + 1])
+            x = _vbroadcast(rows_data, x0 + 1)
             c1a, c1b = _vfma(x, b0, c1a), _vfma(x, b1, c1b)
-            x = _vsplat(rows_data[x0 + 2])
+            x = _vbroadcast(rows_data, x0 + 2)
             c2a, c2b = _vfma(x, b0, c2a), _vfma(x, b1, c2b)
-            x = _vsplat(rows_data[x0 + 3])
+            x = _vbroadcast(rows_data, x0 + 3)
             c3a, c3b = _vfma(x, b0, c3a), _vfma(x, b1, c3b)
     _vstore(dst, at, c0a)
     _vstore(dst, at + lanes, c0b)
