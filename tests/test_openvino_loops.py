@@ -282,7 +282,7 @@ def test_loop_whose_carried_value_grows_each_iteration(ov, tmp_path):
 def test_the_input_product_of_a_tensor_iterator_is_hoisted_out_of_the_loop():
     """The body squeezes the sliced axis away and multiplies by W: one product over all steps."""
     source = rnnloop.load(str(FIXTURE)).kernel_sources()[0][1]
-    assert "every row at once" in source
+    assert "by chunks of rows" in source
 
 
 def test_bench_times_an_ir_model_beside_openvino():

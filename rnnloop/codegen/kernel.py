@@ -118,6 +118,9 @@ class LoopGen:
         inner = loop.body.inputs[len(loop.body.inputs) - len(outer):]
         self.known = {b: known[o] for o, b in zip(outer, inner) if o in known}
         self.names: set[str] = set(module.names)
+        # The function's parameters, and the values its caller passes after the loop's inputs.
+        self.params: list[str] = ["status", "max_iter", "trip", "cond"]
+        self.constants: list[np.ndarray] = []
         self.pre = Emitter(self.names)    # before the loop
         self.hoist = Emitter(self.names)  # before the loop, once it is sure to run: hoisted work
         self.body = Emitter(self.names)   # inside the loop (rules write here; see hoisted())
@@ -132,6 +135,7 @@ class LoopGen:
         self.kept_rows: dict[str, tuple[Var, str, int]] = {}
         self._contiguous: dict[str, str] = {}
         self._panels: dict[str, str] = {}  # invariant matrix expression -> its panels (see panels())
+        self._prepacked: set[str] = set()  # panels packed at load, passed in
         self.graph: Graph = loop.body
         self.slice_info: dict[str, tuple] = {}
         # Carried sequences the body appends to: body name -> (storage array, count, element type).
@@ -166,20 +170,29 @@ class LoopGen:
             self._contiguous[v.expr] = name
         return self._contiguous[v.expr]
 
-    def panels(self, b: Var, b_expr: str, rows: str) -> str | None:
+    def panels(self, b: Var, b_expr: str, rows: str, value: np.ndarray | None = None) -> str | None:
         """For a product of `rows` rows (a body expression) by the float matrix b, read as b_expr:
         the name of b_expr packed into panels (codegen/simd.py), or None when b is not a loop invariant.
 
-        Packing happens in the loop, on the first product with rows the panels serve (so a run whose
-        products all have more rows than simd.MAX_ROWS never pays for it), and once per run.
+        When the model fixes b (`value`, b_expr's value: weights), it is packed once, here, and the
+        panels are passed in. Otherwise packing happens on the first product with rows the panels
+        serve (so a run whose products all have more rows than simd.MAX_ROWS never pays for it),
+        once per run.
         """
-        if b.kind != "invariant" or self.hoisting or b.dtype.kind != "f":
+        if b.kind != "invariant" or b.dtype.kind != "f":
             return None
         name = self._panels.get(b_expr)
         if name is None:
-            name = self._panels[b_expr] = self.pre.fresh("panels")
-            self.pre(f"{name} = np.empty((0, 0, 0), {dtype_name(b.dtype)})")
-        self.body(f"{name} = _s.pack({b_expr}, {name}, {rows})")
+            if value is not None and value.ndim == 2 and value.dtype == b.dtype:
+                from . import simd
+                packed = simd.pack(value, np.empty((0, 0, 0), value.dtype), 1)
+                name = self._panels[b_expr] = self.pass_constant(packed, "k_panels")
+                self._prepacked.add(name)
+            else:
+                name = self._panels[b_expr] = self.pre.fresh("panels")
+                self.pre(f"{name} = np.empty((0, 0, 0), {dtype_name(b.dtype)})")
+        if name not in self._prepacked:
+            self.body(f"{name} = _s.pack({b_expr}, {name}, {rows})")
         return name
 
     def add_rows(self, name: str, full: Var, index: str) -> None:
@@ -249,12 +262,16 @@ class LoopGen:
                               f"status[{STATUS_SHAPES + rank + d}] = {after}[{d}]")
             self.body(f'raise RuntimeError("rnnloop kernel error {code}")')
 
-    def add_constant(self, name: str, value: np.ndarray, constants: list[np.ndarray]) -> str:
-        """A body constant passed as an argument (its value is not part of the source)."""
-        arg = self.pre.fresh(f"k_{name}")
-        constants.append(value)
-        self.define(name, Var(arg, value.dtype, value.ndim, "invariant"))
+    def pass_constant(self, value: np.ndarray, hint: str) -> str:
+        """A parameter the caller passes `value` to (values are not part of the source)."""
+        arg = self.pre.fresh(hint)
+        self.params.append(arg)
+        self.constants.append(value)
         return arg
+
+    def add_constant(self, name: str, value: np.ndarray) -> None:
+        """A body constant, passed as an argument."""
+        self.define(name, Var(self.pass_constant(value, f"k_{name}"), value.dtype, value.ndim, "invariant"))
 
     def mark(self, op: Op) -> None:
         """Record `op` as running, so an error NumPy raises inside the kernel can name it."""
@@ -308,7 +325,7 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     b_invariants = b_in[n_params + nc + ns:]
     cond_out, carried_next, stacked_values = loop.body_groups()
 
-    params = ["status", "max_iter", "trip", "cond"]
+    params = g.params
     carried = []
     for name, nxt in zip(b_carried, carried_next):
         if isinstance(loop.body.type_of(name), SequenceType):
@@ -332,14 +349,13 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
         arg = pre.fresh(f"inv_{name}")
         params.append(arg)
         g.define(name, Var(arg, t.dtype, len(t.shape), "invariant"))
-    constants: list[np.ndarray] = []
     for name, value in loop.body.constants.items():
         if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
             raise NoRule(f"body constant '{name}' is not a numeric tensor")
         if value.ndim == 0:
             g.define(name, Var(literal(value[()], value.dtype), value.dtype, 0, "scalar"))
         else:
-            params.append(g.add_constant(name, value, constants))
+            g.add_constant(name, value)
 
     pre("limit = trip")
     pre("t = 0")
@@ -374,7 +390,7 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     for op in loop.body.ops:
         group = groups.get(id(op))
         if group is None:
-            _emit_op(g, op, constants, params)
+            _emit_op(g, op)
         elif op is group.ops[-1]:  # the group runs where its last op would
             g.body(f"# fused: {code_text(', '.join(o.where() for o in group.ops))}")
             try:
@@ -409,7 +425,7 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     out_types = [(t.dtype, len(t.shape)) for name, _, t in carried if name not in g.sequences]
     out_types += [(g.values[n].dtype, g.values[n].rank + (0 if s.concat else 1))
                   for n, s in zip(stacked_values, loop.stacked)]
-    return fn_name, constants, out_types
+    return fn_name, g.constants, out_types
 
 
 def _carried_sequence(g: LoopGen, name: str, nxt: str, params: list[str], outermost: bool) -> tuple:
@@ -623,13 +639,13 @@ def _next_state(g: LoopGen, carried: list, carried_next: list[str]) -> None:
         g.body(f"{buf} = {spare} if t > 0 else np.empty({placeholder}, {dtype_name(t.dtype)})")
 
 
-def _emit_op(g: LoopGen, op: Op, constants: list[np.ndarray], params: list[str]) -> None:
+def _emit_op(g: LoopGen, op: Op) -> None:
     """One body op: a comment naming it, then its rule's code, in the loop or hoisted before it."""
     from . import reductions, rules  # noqa: F401  (they register the rules)
     from .scalar import ELEMENTWISE
     if isinstance(op, Loop):
         g.body(f"# {code_text(op.where())}")
-        outs = _emit_inner_loop(g, op, constants, params)
+        outs = _emit_inner_loop(g, op)
     elif type(op) is not Op:
         raise NoRule(f"{op.where()}: {op.op_type} inside a loop body is not compiled yet")
     else:
@@ -655,12 +671,21 @@ def _emit_op(g: LoopGen, op: Op, constants: list[np.ndarray], params: list[str])
             g.define(name, var)
 
 
-def _rows_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> bool:
-    """Scan hoisting: x_t · W for every t as one product before the loop, when x_t is a row of an
-    array known before the loop (a sliced input, or Gather of an invariant) and W is invariant.
+# Product rows a hoisted product computes at a time: enough for an efficient product, few enough
+# that the chunk stays in cache. (A whole sequence's product is tens of MB at batch 64: fresh pages
+# every run, and every row read back from memory.)
+HOIST_CHUNK_ROWS = 128
 
-    The body then reads row t of the product: the BLAS call that dominated each iteration of an
-    RNN cell becomes one large, efficient one. Returns False when the op is not of this form.
+
+def _rows_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> bool:
+    """Scan hoisting: x_t · W for many t as one product, when x_t is a row of an array known before
+    the loop (a sliced input, or Gather of an invariant) and W is invariant.
+
+    The product runs on chunks of consecutive rows: when the body reads a row outside the chunk it
+    holds, the chunk around that row is computed. Rows read in order (a scan, either direction) so
+    cost one large, efficient product per chunk instead of a small one per iteration; a row read
+    out of order (Gather by a data-dependent index) costs the product of that row alone.
+    Returns False when the op is not of this form.
     """
     a, b = ins
     if op.inputs[0] not in g.rows or b.kind != "invariant" or b.rank != 2 or a.rank not in (1, 2):
@@ -669,22 +694,37 @@ def _rows_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> bool:
         return False
     full, index = g.rows[op.inputs[0]]
     dtype, rank = g.out_type(op.outputs[0], a.rank, a.dtype)
+    name, k, n = op.outputs[0], full.dim(full.rank - 1), b.dim(1)
+    per = " * ".join(full.dim(d) for d in range(1, full.rank - 1)) or "1"  # product rows per row of full
     with g.hoisted():
         emit = g.body
-        emit(f"# {code_text(op.where())}: every row at once")
-        k = full.dim(full.rank - 1)
+        emit(f"# {code_text(op.where())}: by chunks of rows")
         g.fail_if(f"{k} != {b.dim(0)}", op, "inner dimensions differ ({a} and {b})", a=k, b=b.dim(0))
-        flat = emit.fresh(f"{op.outputs[0]}_flat")
+        flat = emit.fresh(f"{name}_flat")
         emit(f"{flat} = np.ascontiguousarray({full.expr}).reshape((-1, {k}))")
-        product = g.buffer(f"{op.outputs[0]}_rows", dtype, [f"{flat}.shape[0]", b.dim(1)])
-        emit(matmul_call(flat, b.expr, product))
-        result = emit.fresh(f"{op.outputs[0]}_all")
-        emit(f"{result} = {product}.reshape({full.expr}.shape[:-1] + ({b.dim(1)},))")
-    view = g.body.fresh(f"v_{op.outputs[0]}")
-    g.body(f"# {code_text(op.where())}: row {index} of the hoisted product")
-    g.body(f"{view} = {result}[{index}]")
-    g.define(op.outputs[0], Var(view, dtype, rank, "view"))
-    g.add_rows(op.outputs[0], Var(result, dtype, rank + 1, "invariant"), index)
+        size = emit.fresh(f"{name}_size")
+        emit(f"{size} = max({HOIST_CHUNK_ROWS} // max({per}, 1), 1)")
+        chunk = g.buffer(f"{name}_chunk", dtype, [f"{size} * {per}", n])
+    lo, hi, last = (g.pre.fresh(f"{name}_{s}") for s in ("lo", "hi", "last"))
+    g.pre(f"{lo} = {hi} = 0")
+    g.pre(f"{last} = -1")
+    body = g.body
+    row = body.fresh(f"{name}_row")
+    body(f"# {code_text(op.where())}: row {index} of the hoisted product")
+    body(f"{row} = {index}")
+    with body.block(f"if {row} < {lo} or {row} >= {hi}:"):
+        in_order = body.fresh("in_order")
+        body(f"{in_order} = {hi} == 0 or abs({row} - {last}) == 1")
+        body(f"{lo} = {row} - {row} % {size} if {in_order} else {row}")
+        body(f"{hi} = min({lo} + {size}, {full.dim(0)}) if {in_order} else {row} + 1")
+        rows = f"({hi} - {lo}) * {per}"
+        panels = g.panels(b, b.expr, rows, g.const(op.inputs[1]))
+        body(matmul_call(f"{flat}[{lo} * {per}:{hi} * {per}]", b.expr, f"{chunk}[:{rows}]", panels=panels))
+    body(f"{last} = {row}")
+    view = body.fresh(f"v_{name}")
+    body(f"{view} = {chunk}[({row} - {lo}) * {per}:({row} - {lo} + 1) * {per}].reshape("
+         f"{full.expr}.shape[1:-1] + ({n},))")
+    g.define(name, Var(view, dtype, rank, "view"))
     return True
 
 
@@ -706,16 +746,12 @@ def _zero_d(g: LoopGen, v: Var) -> Var:
     return Var(name, v.dtype, 0, "invariant")
 
 
-def _emit_inner_loop(g: LoopGen, op: Loop, constants: list[np.ndarray], params: list[str]) -> list[Var]:
+def _emit_inner_loop(g: LoopGen, op: Loop) -> list[Var]:
     """A loop in the body: its own function in the module, called once per outer iteration."""
     known = {**g.known, **{n: v for n, v in g.graph.constants.items() if isinstance(v, np.ndarray)}}
     name, inner_constants, out_types = _loop_function(g.module, op, known)
-    args = []
-    for value in inner_constants:  # the inner loop's constants pass through this function's parameters
-        arg = g.pre.fresh("k_inner")
-        params.append(arg)
-        constants.append(value)
-        args.append(arg)
+    # The inner loop's constants pass through this function's parameters.
+    args = [g.pass_constant(value, "k_inner") for value in inner_constants]
     ins = [g.var(n) for n in op.inputs]
     for k, (v, n) in enumerate(zip(ins[2:], op.inputs[2:]), start=2):
         if v is None:

@@ -375,7 +375,7 @@ def emit_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     out = g.buffer(op.outputs[0], dtype, dims)
     emit = g.body
     if dtype.kind == "f" and rank > 0:  # BLAS has no out= form for a vector by a vector
-        panels = g.panels(b, b.expr, a.dim(0)) if a.rank == 2 and b.rank == 2 else None
+        panels = g.panels(b, b.expr, a.dim(0), g.const(op.inputs[1])) if a.rank == 2 and b.rank == 2 else None
         emit(matmul_call(a.expr, b.expr, out, a.rank, b.rank, panels))
         return [Var(out, dtype, rank, "buffer")]
     # out[m, n] = sum_k a[m, k] * b[k, n], k outside n so the inner loop runs along rows of b.
@@ -411,7 +411,10 @@ def emit_gemm(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     g.fail_if(f"{pa}.shape[1] != {pb}.shape[0]", op, "inner dimensions differ ({a} and {b})",
               a=f"{pa}.shape[1]", b=f"{pb}.shape[0]")
     out = g.buffer(op.outputs[0], dtype, [f"{pa}.shape[0]", f"{pb}.shape[1]"])
-    emit(matmul_call(pa, pb, out, panels=g.panels(b, pb, f"{pa}.shape[0]")))
+    b_value = g.const(op.inputs[1])
+    if b_value is not None and op.attrs.get("transB", 0):
+        b_value = b_value.T
+    emit(matmul_call(pa, pb, out, panels=g.panels(b, pb, f"{pa}.shape[0]", b_value)))
     alpha, beta = float(op.attrs.get("alpha", 1.0)), float(op.attrs.get("beta", 1.0))
     lit = dtype_name(dtype)
     if c is None and alpha == 1.0:
