@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from helpers import parse, run, run_fused
 
 import rnnloop
@@ -80,3 +81,37 @@ def test_a_member_smaller_than_the_sink_is_written_once_per_broadcast_row(backen
     want = run(BROADCAST, feeds, backend="interp")
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+
+
+COLUMNS = parse("""
+columns (int64 M, float[B, 6] x0, float[6, 9] w, float[R, 4] c) => (float[B, 6] x_final, float[M, R, 4] y_seq) {
+    x_final, y_seq = Loop(M, "", x0) <body = body (int64 i, bool c_in, float[B, 6] x) => (bool c_out, float[B, 6] x_next, float[R, 4] y) {
+        c_out = Identity(c_in)
+        m = MatMul(x, w)
+        sizes = Constant <value = int64[3] {4, 3, 2}> ()
+        p, q, r = Split <axis = 1> (m, sizes)
+        sp = Sigmoid(p)
+        tq = Tanh(q)
+        y = Mul(sp, c)
+        rr = Concat <axis = 1> (tq, q)
+        x_next = Tanh(rr)
+    }>
+}
+""")
+
+
+@pytest.mark.parametrize("batch, rows", [(3, 3), (1, 3), (2, 1)])
+def test_parts_split_off_a_product_are_read_from_it_at_their_columns(batch, rows, backend):
+    """Split's parts of a product's columns reach the fused nest as the product and a first column;
+    a part with one row broadcasts against c's rows (and c's one row against the parts')."""
+    rng = np.random.default_rng(3)
+    feeds = {"M": np.array(4), "x0": rng.standard_normal((batch, 6)).astype(np.float32),
+             "w": rng.standard_normal((6, 9)).astype(np.float32) * 0.5,
+             "c": rng.standard_normal((rows, 4)).astype(np.float32)}
+    if backend == "numba":
+        [(_, source)] = rnnloop.load(COLUMNS).kernel_sources()
+        assert "q0 + i1" in source  # the part read at its first column of the product
+    got = run_fused(COLUMNS, feeds, backend)
+    want = run(COLUMNS, feeds, backend="interp")
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)

@@ -134,6 +134,9 @@ class LoopGen:
         # index, that axis). Squeezing the axis away makes the result a row of `rows`.
         self.kept_rows: dict[str, tuple[Var, str, int]] = {}
         self._contiguous: dict[str, str] = {}
+        # Views of consecutive columns of a buffer or carried value (an LSTM's gates, split from one
+        # product): view -> (that array, the first column). Fused loop nests read them from it.
+        self.column_parts: dict[str, tuple[Var, str]] = {}
         self._panels: dict[str, str] = {}  # invariant matrix expression -> its panels (see panels())
         self._prepacked: set[str] = set()  # panels packed at load, passed in
         self.graph: Graph = loop.body

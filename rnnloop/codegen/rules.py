@@ -257,6 +257,8 @@ def emit_split(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         view = emit.fresh(f"v_{op.outputs[j] or 'part'}")
         emit(f"{view} = {x.expr}[{_index(x.rank, axis, f'{offset}:{offset} + {size}')}]")
         outs.append(Var(view, x.dtype, x.rank, "view"))
+        if axis == x.rank - 1 and x.kind in ("buffer", "state"):  # columns of a C-contiguous array
+            g.column_parts[view] = (x, offset)
         o = emit.fresh("o")
         emit(f"{o} = {offset} + {size}")
         offset = o
