@@ -95,6 +95,7 @@ def test_packed_products(dtype):
         want = a.astype(np.float64) @ b.astype(np.float64)
         panels = simd.pack(b, empty, m)
         assert panels.shape[1:] == (k, 2 * simd.VECTOR_BYTES // a.itemsize)
+        assert np.array_equal(simd.pack_weights(b), panels)  # the same panels, made at load
         for bv in (np.asfortranarray(b), _window(b)):
             assert np.array_equal(simd.pack(bv, empty, m), panels)
         for av, out in ((a, np.full((m, n), np.nan, dtype)), (_window(a), np.full((m, n), np.nan, dtype)[::-1])):

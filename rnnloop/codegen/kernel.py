@@ -188,8 +188,7 @@ class LoopGen:
         if name is None:
             if value is not None and value.ndim == 2 and value.dtype == b.dtype:
                 from . import simd
-                packed = simd.pack(value, np.empty((0, 0, 0), value.dtype), 1)
-                name = self._panels[b_expr] = self.pass_constant(packed, "k_panels")
+                name = self._panels[b_expr] = self.pass_constant(simd.pack_weights(value), "k_panels")
                 self._prepacked.add(name)
             else:
                 name = self._panels[b_expr] = self.pre.fresh("panels")

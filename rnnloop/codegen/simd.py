@@ -177,6 +177,18 @@ def pack(b, packed, rows):
     return out
 
 
+def pack_weights(b: np.ndarray) -> np.ndarray:
+    """pack(b, empty, 1) in NumPy: the panels of a model's weights, made at load without compiling."""
+    k, n = b.shape
+    width = 2 * VECTOR_BYTES // b.itemsize
+    if k == 0 or n == 0:
+        return np.empty((0, 0, 0), b.dtype)
+    panels = -(-n // width)
+    padded = np.zeros((k, panels * width), b.dtype)
+    padded[:, :n] = b
+    return np.ascontiguousarray(padded.reshape(k, panels, width).transpose(1, 0, 2))
+
+
 @njit(cache=True, nogil=True)
 def multiply(a, packed, out):
     """out[m, n] = a[m, k] @ b from b's panels (see pack); False, writing nothing, when they do not
