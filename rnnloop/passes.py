@@ -19,7 +19,8 @@ def fold_constants(graph: Graph, keep_outputs: bool = False) -> Graph:
     """The graph with every op whose inputs are all constants run once, now, in it and its subgraphs.
 
     Lowering an LSTM node transposes, reorders and sums its weights before the loop; OpenVINO's
-    bodies transpose their weights inside it. With the weights in the model, that is work every
+    bodies transpose their weights inside it, and a GRU's body splits them. A loop's invariant
+    inputs that are constants become constants of its body, so that ops on them fold there too. With the weights in the model, that is work every
     run (or iteration) would otherwise repeat, and a transposed view where a kernel wants a
     contiguous matrix. Loops, branches and sequence results stay as they are, and so does an op
     that fails on its constants: running it reports the error, as before. A subgraph's outputs
@@ -28,6 +29,8 @@ def fold_constants(graph: Graph, keep_outputs: bool = False) -> Graph:
     constants = dict(graph.constants)
     ops = []
     for op in graph.ops:
+        if isinstance(op, Loop):
+            op = _capture_constants(op, constants)
         if op.subgraphs:
             op = _with_subgraphs(op, lambda g: fold_constants(g, keep_outputs=True))
         result = None
@@ -40,6 +43,23 @@ def fold_constants(graph: Graph, keep_outputs: bool = False) -> Graph:
     if len(ops) == len(graph.ops) and all(a is b for a, b in zip(ops, graph.ops)):
         return graph
     return dataclasses.replace(graph, ops=ops, constants=constants)
+
+
+def _capture_constants(loop: Loop, constants: dict) -> Loop:
+    """The loop with its invariant inputs that are constants here made constants of its body, so
+    that folding its body reaches the ops on them (a GRU's split of its recurrent weights)."""
+    _, _, invariants = loop.input_groups()
+    body_invariants = loop.body.inputs[len(loop.body.inputs) - len(invariants):]
+    captured = {inner: constants[outer] for outer, inner in zip(invariants, body_invariants)
+                if isinstance(constants.get(outer), np.ndarray)}
+    if not captured:
+        return loop
+    kept = [(outer, inner) for outer, inner in zip(invariants, body_invariants) if inner not in captured]
+    body = dataclasses.replace(
+        loop.body, inputs=loop.body.inputs[:len(loop.body.inputs) - len(invariants)] + [i for _, i in kept],
+        constants={**loop.body.constants, **captured})
+    return dataclasses.replace(loop, inputs=loop.inputs[:len(loop.inputs) - len(invariants)] + [o for o, _ in kept],
+                               body=body, n_invariant=len(kept))
 
 
 def _with_subgraphs(op, rewrite):
@@ -89,6 +109,44 @@ def eliminate_dead_code(graph: Graph) -> Graph:
             len(constants) == len(graph.constants):
         return graph
     return dataclasses.replace(graph, ops=kept, constants=constants)
+
+
+def forward_identities(graph: Graph) -> Graph:
+    """The graph without the Identity ops whose input an op of the graph computes for them alone:
+    that op's result takes the Identity's name, in the graph and its subgraphs.
+
+    Exporters and lowerings end graphs with them (`Y = Identity(reshaped)`), and the interpreter
+    pays microseconds for every op of every run. An Identity of a graph input, of a constant or of
+    a value the graph also returns keeps both names, so it stays.
+    """
+    produced = {n for op in graph.ops for n in op.outputs if n}
+    renamed: dict[str, str] = {}  # a result -> the name of the Identity that repeats it
+    forwarded = set()  # those Identities, by id
+    for op in graph.ops:
+        x = op.inputs[0] if op.op_type == "Identity" and len(op.inputs) == 1 else None
+        if x and x in produced and x not in graph.outputs and x not in renamed:
+            renamed[x] = op.outputs[0]
+            forwarded.add(id(op))
+    for x in renamed:  # a chain of Identities: its first value takes the last name
+        while renamed[x] in renamed:
+            renamed[x] = renamed[renamed[x]]
+    ops = []
+    for op in graph.ops:
+        if op.subgraphs:
+            op = _with_subgraphs(op, forward_identities)
+        if id(op) in forwarded:
+            continue
+        if any(n in renamed for n in op.inputs + op.outputs):
+            op = dataclasses.replace(op, inputs=[renamed.get(n, n) for n in op.inputs],
+                                     outputs=[renamed.get(n, n) for n in op.outputs])
+        ops.append(op)
+    if not renamed and all(a is b for a, b in zip(ops, graph.ops)):
+        return graph
+    types = dict(graph.types)
+    for x, y in renamed.items():
+        if y not in types and x in types:
+            types[y] = types[x]
+    return dataclasses.replace(graph, ops=ops, types=types)
 
 
 def cancel_unsqueezes(graph: Graph) -> Graph:

@@ -21,7 +21,7 @@ from .ir import (
     format_graph,
     iter_ops,
 )
-from .passes import cancel_unsqueezes, eliminate_dead_code, fold_constants
+from .passes import cancel_unsqueezes, eliminate_dead_code, fold_constants, forward_identities
 from .plan import plan_graph
 from .verify import verify
 
@@ -60,7 +60,7 @@ class Session:
     def __init__(self, graph: Graph, *, backend: str = "numba", strict: bool = False,
                  max_iterations: int | None = None):
         verify(graph)
-        self.graph = graph = eliminate_dead_code(cancel_unsqueezes(fold_constants(graph)))
+        self.graph = graph = eliminate_dead_code(forward_identities(cancel_unsqueezes(fold_constants(graph))))
         self.backend = backend
         self.plans = plan_graph(graph, backend, strict)
         # Arrays a run may hand back without computing them: results must never alias these.

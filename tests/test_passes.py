@@ -138,10 +138,11 @@ def test_an_unsqueeze_undone_by_a_squeeze_or_a_gather_is_read_through():
         w = Squeeze(ug)
     }""")
     session = rnnloop.load(model, backend="interp")
-    # y and z stay results of their own (Identity); the Gathers read x and h; a Squeeze of every
-    # size-1 axis (no axes given) may remove others too, so it stays.
+    # y stays a result of its own (an Identity of the input x); z is Sin's result itself (its
+    # Identity forwarded); the Gathers read x and h; a Squeeze of every size-1 axis (no axes
+    # given) may remove others too, so it stays.
     assert [(op.op_type, op.inputs[0]) for op in session.graph.ops] == [
-        ("Identity", "x"), ("Sin", "h"), ("Identity", "s"), ("Unsqueeze", "x"), ("Squeeze", "ug")]
+        ("Identity", "x"), ("Sin", "h"), ("Unsqueeze", "x"), ("Squeeze", "ug")]
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     y, z, w = session.run(None, {"x": x, "h": x + 1})
     np.testing.assert_array_equal(y, x)
@@ -169,3 +170,46 @@ def test_unsqueezes_that_are_not_undone_stay():
     np.testing.assert_array_equal(y, [[1, 2]])
     np.testing.assert_array_equal(z, [1, 2])
     np.testing.assert_array_equal(w, [[1, 2]])
+
+
+def test_an_identity_of_a_computed_value_takes_its_place():
+    model = parse("""
+    identities (float[2] x) => (float[2] y, float[2] z, float[2] x_out, float[2] e) {
+        t = Tanh(x)
+        y = Identity(t)
+        z = Identity(y)
+        x_out = Identity(x)
+        e = Exp(t)
+    }""")
+    session = rnnloop.load(model, backend="interp")
+    graph = session.graph
+    # t is computed as y (and read as y by Exp); z repeats a graph output and x_out a graph input:
+    # each keeps its Identity.
+    assert [(op.op_type, op.outputs) for op in graph.ops] == [
+        ("Tanh", ["y"]), ("Identity", ["z"]), ("Identity", ["x_out"]), ("Exp", ["e"])]
+    assert graph.ops[3].inputs == ["y"]
+    x = np.array([0.5, -1.0], np.float32)
+    y, z, x_out, e = session.run(None, {"x": x})
+    np.testing.assert_allclose(y, np.tanh(x), rtol=1e-6)
+    np.testing.assert_array_equal(z, y)
+    np.testing.assert_array_equal(x_out, x)
+    assert x_out is not x  # still the caller's own copy
+    np.testing.assert_allclose(e, np.exp(np.tanh(x)), rtol=1e-6)
+
+
+def test_a_chain_of_identities_is_one_value():
+    model = parse("""
+    chain (float[2] x) => (float[2] z, float[2] w) {
+        t = Tanh(x)
+        y = Identity(t)
+        z = Identity(y)
+        w = Identity(t)
+    }""")
+    session = rnnloop.load(model, backend="interp")
+    # t takes the name at the end of its first chain; a second Identity of it stays, reading that name.
+    assert [(op.op_type, op.inputs, op.outputs) for op in session.graph.ops] == [
+        ("Tanh", ["x"], ["z"]), ("Identity", ["z"], ["w"])]
+    x = np.array([0.5, -1.0], np.float32)
+    z, w = session.run(None, {"x": x})
+    np.testing.assert_allclose(z, np.tanh(x), rtol=1e-6)
+    np.testing.assert_array_equal(w, z)
