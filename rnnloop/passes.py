@@ -19,12 +19,13 @@ def fold_constants(graph: Graph, keep_outputs: bool = False) -> Graph:
     """The graph with every op whose inputs are all constants run once, now, in it and its subgraphs.
 
     Lowering an LSTM node transposes, reorders and sums its weights before the loop; OpenVINO's
-    bodies transpose their weights inside it, and a GRU's body splits them. A loop's invariant
-    inputs that are constants become constants of its body, so that ops on them fold there too. With the weights in the model, that is work every
-    run (or iteration) would otherwise repeat, and a transposed view where a kernel wants a
-    contiguous matrix. Loops, branches and sequence results stay as they are, and so does an op
-    that fails on its constants: running it reports the error, as before. A subgraph's outputs
-    stay computed (`keep_outputs`): its loop or branch takes results from ops, not constants.
+    bodies transpose their weights inside it, and a GRU's body splits them. With the weights in
+    the model, that is work every run (or iteration) would otherwise repeat, and a transposed view
+    where a kernel wants a contiguous matrix. A loop's invariant inputs that are constants become
+    constants of its body, so that the ops on them fold there too. Loops, branches and sequence
+    results stay as they are, and so does an op that fails on its constants: running it reports
+    the error, as before. A subgraph's outputs stay computed (`keep_outputs`): its loop or branch
+    takes results from ops, not constants.
     """
     constants = dict(graph.constants)
     ops = []
@@ -55,11 +56,10 @@ def _capture_constants(loop: Loop, constants: dict) -> Loop:
     if not captured:
         return loop
     kept = [(outer, inner) for outer, inner in zip(invariants, body_invariants) if inner not in captured]
-    body = dataclasses.replace(
-        loop.body, inputs=loop.body.inputs[:len(loop.body.inputs) - len(invariants)] + [i for _, i in kept],
-        constants={**loop.body.constants, **captured})
-    return dataclasses.replace(loop, inputs=loop.inputs[:len(loop.inputs) - len(invariants)] + [o for o, _ in kept],
-                               body=body, n_invariant=len(kept))
+    body_inputs = loop.body.inputs[:len(loop.body.inputs) - len(invariants)] + [inner for _, inner in kept]
+    body = dataclasses.replace(loop.body, inputs=body_inputs, constants={**loop.body.constants, **captured})
+    inputs = loop.inputs[:len(loop.inputs) - len(invariants)] + [outer for outer, _ in kept]
+    return dataclasses.replace(loop, inputs=inputs, body=body, n_invariant=len(kept))
 
 
 def _with_subgraphs(op, rewrite):

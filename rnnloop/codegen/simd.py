@@ -6,7 +6,7 @@ most of a step, and OpenBLAS is slow on so few rows. Measured on this project's 
 makes them; OpenBLAS as configured here, OPENBLAS_CORETYPE=Haswell):
 
     (rows x inner x cols)    OpenBLAS    this module, 64-byte vectors (32-byte)
-    1 x 128 x 512            2.4         2.1   (2.1)
+    1 x 128 x 512            2.4         1.5   (2.1)
     16 x 256 x 1024          98          43    (78)
     64 x 512 x 2048          1170        690   (1230)
     200 x 64 x 512           105         84    (153)
@@ -15,18 +15,18 @@ makes them; OpenBLAS as configured here, OPENBLAS_CORETYPE=Haswell):
 The method is BLIS's. The weights b [k, n] are packed once (at load for a model's constant
 weights, else once per run) into panels of P columns, [ceil(n / P), k, P], contiguous and
 zero-padded; per product, a is copied CHUNK rows at a time into blocks of ROWS rows,
-[blocks, DEPTH, ROWS], so that each block is one stream. For each panel and block, a ROWS x P block of
-out accumulates in twelve vector registers over DEPTH steps of the inner dimension and is stored
+[blocks, DEPTH, ROWS], so that each block is one stream. For each panel and block, a ROWS x P
+block of out accumulates in twelve vector registers over DEPTH steps of the inner dimension and is stored
 once. Numba has no vector types, and LLVM's loop vectorizer does not keep such a block in
 registers: it reloads and stores out at every k, behind runtime alias checks that fail for some row
 counts (8 GFLOP/s). So this module defines a vector type with six operations: zero, load, store,
-splat, broadcast of an element and multiply-add (`llvm.fmuladd`: an FMA where the CPU has one, as in BLAS). A vector is 64
-bytes (16 float32) where the CPU has AVX-512, else 32 (8 float32, AVX2): the width is read from the
-CPU Numba compiles for, so a kernel cached on one machine is not reused on another (Numba's cache
-is keyed by the CPU and its features).
+splat, broadcast of an element and multiply-add (`llvm.fmuladd`: an FMA where the CPU has one, as
+in BLAS). A vector is 64 bytes (16 float32) where the CPU has AVX-512, else 32 (8 float32, AVX2):
+the width is read from the CPU Numba compiles for, so a kernel cached on one machine is not reused
+on another (Numba's cache is keyed by the CPU and its features).
 
 A single row (batch 1) is a matrix-vector product, bound by reading the weights: it reads the same
-panels four at a time (_row). With 32-byte vectors, OpenBLAS's blocking for large matrices wins
+panels eight or four at a time (_row). With 32-byte vectors, OpenBLAS's blocking for large matrices wins
 above MAX_ROWS rows (the scan-hoisted input product of a whole sequence): those stay with BLAS.
 With 64-byte vectors this module is faster at every size measured, so MAX_ROWS has no limit.
 """
@@ -215,7 +215,7 @@ def multiply(a, packed, out):
             k1 = min(k, k0 + DEPTH)
             depth = k1 - k0
             add = k0 > 0
-            # a[m0:m0 + mc, k0:k1] in blocks of ROWS rows, [blocks, depth, ROWS]: one stream of splats per block.
+            # a[m0:m0 + mc, k0:k1] in blocks of ROWS rows, [blocks, depth, ROWS]: a stream of splats each.
             for bl in range(blocks):
                 for kk in range(depth):
                     for r in range(ROWS):
