@@ -86,3 +86,33 @@ def test_a_gather_by_a_carried_index_reads_hoisted_rows_out_of_order(backend):
     assert_same(got, [h, np.array(k, np.int64), np.stack(ys)], rtol=1e-5, atol=1e-5)
     if backend == "numba":
         assert "by chunks of rows" in rnnloop.load(model).kernel_sources()[0][1]
+
+
+@pytest.mark.parametrize("product", ["MatMul(h, R)", "Gemm <transB = 1> (h, RT, b)", "Gemm <alpha = 0.5> (h, R, b)"])
+@pytest.mark.parametrize("batch", [1, 7])
+def test_products_by_constant_weights_use_panels_packed_at_load(product, batch, backend):
+    """Weights in the model are packed once, at load, and passed in; Gemm's transB reads them transposed."""
+    R = RNG.standard_normal((3, 3)).astype(np.float32) * 0.5
+    model = _with_weights(f"""
+        agraph (float[T, B, 4] xs, float[B, 3] h0) => (float[B, 3] h, float[T, B, 3] ys) {{
+            h, ys = Scan <num_scan_inputs = 1,
+                          body = step (float[B, 3] h, float[B, 4] x) => (float[B, 3] hn, float[B, 3] y) {{
+                xw = MatMul(x, W)
+                hr = {product}
+                s = Add(xw, hr)
+                hn = Tanh(s)
+                y = Identity(hn)
+            }}> (h0, xs)
+        }}""", W=W, R=R, RT=np.ascontiguousarray(R.T), b=np.full(3, 0.25, np.float32))
+    feeds = {"xs": RNG.standard_normal((9, batch, 4)).astype(np.float32),
+             "h0": RNG.standard_normal((batch, 3)).astype(np.float32)}
+    got = run_fused(model, feeds, backend)
+    h, ys = feeds["h0"], []
+    for x in feeds["xs"]:
+        hr = h @ R if product.startswith("MatMul") else (0.5 if "alpha" in product else 1.0) * (h @ R) + 0.25
+        h = np.tanh(x @ W + hr)
+        ys.append(h)
+    assert_same(got, [h, np.stack(ys)], rtol=1e-5, atol=1e-5)
+    if backend == "numba":
+        source = rnnloop.load(model).kernel_sources()[0][1]
+        assert source.count("k_panels") >= 3 and "_s.pack(" not in source  # both weights packed at load
