@@ -7,7 +7,6 @@ from functools import lru_cache, reduce
 
 import ml_dtypes
 import numpy as np
-import scipy.special
 
 from ..errors import OpError
 from .args import as_axes, as_axis, as_ints, as_scalar
@@ -212,6 +211,7 @@ def run_cos(input: np.ndarray) -> np.ndarray:
 @interprets("Erf")
 def run_erf(input: np.ndarray) -> np.ndarray:
     """output = erf(input), the Gauss error function"""
+    import scipy.special  # imported when first needed: it takes longer than the rest of `import rnnloop`
     return _via_float32(scipy.special.erf, input)
 
 
@@ -314,6 +314,7 @@ def run_selu(X: np.ndarray, *, alpha: float = 1.67326319217681884765625,
 @interprets("Sigmoid")
 def run_sigmoid(X: np.ndarray) -> np.ndarray:
     """Y = 1 / (1 + exp(-X))"""
+    import scipy.special  # imported when first needed (see run_erf)
     return _via_float32(scipy.special.expit, X)  # expit never overflows
 
 
