@@ -112,8 +112,8 @@ def eliminate_dead_code(graph: Graph) -> Graph:
 
 
 def forward_identities(graph: Graph) -> Graph:
-    """The graph without the Identity ops whose input an op of the graph computes for them alone:
-    that op's result takes the Identity's name, in the graph and its subgraphs.
+    """The graph without the Identity ops of values its ops compute: the value takes the name of
+    its first Identity (of the last, for a chain), in the graph and its subgraphs.
 
     Exporters and lowerings end graphs with them (`Y = Identity(reshaped)`), and the interpreter
     pays microseconds for every op of every run. An Identity of a graph input, of a constant or of

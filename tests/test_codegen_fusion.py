@@ -84,8 +84,8 @@ def test_a_member_smaller_than_the_sink_is_written_once_per_broadcast_row(backen
 
 
 COLUMNS = parse("""
-columns (int64 M, float[B, 6] x0, float[6, 9] w, float[R, 4] c) => (float[B, 6] x_final, float[M, R, 4] y_seq) {
-    x_final, y_seq = Loop(M, "", x0) <body = body (int64 i, bool c_in, float[B, 6] x) => (bool c_out, float[B, 6] x_next, float[R, 4] y) {
+columns (int64 M, float[B, 6] x0, float[6, 9] w, float[R, 4] c) => (float[B, 6] x_final, float[M, Y, 4] y_seq) {
+    x_final, y_seq = Loop(M, "", x0) <body = body (int64 i, bool c_in, float[B, 6] x) => (bool c_out, float[B, 6] x_next, float[Y, 4] y) {
         c_out = Identity(c_in)
         m = MatMul(x, w)
         sizes = Constant <value = int64[3] {4, 3, 2}> ()

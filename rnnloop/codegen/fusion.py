@@ -167,9 +167,9 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
     full = _full(g, ops, lazy, results)
     # The fast path must see arrays Numba types as C-contiguous for the inner loop to vectorise.
     # Buffers and carried state are (np.empty, np.ascontiguousarray), and are indexed directly;
-    # other arrays (views, inputs) are read by rows through np.ascontiguousarray, a view when the
-    # row's elements are adjacent (an LSTM's gates are four column blocks of one product). A row
-    # view costs reference counting, so it is not taken when not needed (a tiny loop feels it).
+    # column parts of those are read from them (see emit); other arrays (views, inputs) are read by
+    # rows through np.ascontiguousarray, a view when the row's elements are adjacent. A row view
+    # costs reference counting, so it is not taken when not needed (a tiny loop feels it).
     contiguous = {v.expr for v in arrays if v.kind in ("buffer", "state")} | {v.expr for v in results.values()}
     setup, rows, flags, fast_at, general_at = [], [], [], {}, {}
     for v in arrays:

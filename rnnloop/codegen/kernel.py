@@ -697,13 +697,14 @@ def _rows_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> bool:
     full, index = g.rows[op.inputs[0]]
     dtype, rank = g.out_type(op.outputs[0], a.rank, a.dtype)
     name, k, n = op.outputs[0], full.dim(full.rank - 1), b.dim(1)
-    per = " * ".join(full.dim(d) for d in range(1, full.rank - 1)) or "1"  # product rows per row of full
     with g.hoisted():
         emit = g.body
         emit(f"# {code_text(op.where())}: by chunks of rows")
         g.fail_if(f"{k} != {b.dim(0)}", op, "inner dimensions differ ({a} and {b})", a=k, b=b.dim(0))
         flat = emit.fresh(f"{name}_flat")
         emit(f"{flat} = np.ascontiguousarray({full.expr}).reshape((-1, {k}))")
+        per = emit.fresh(f"{name}_per")  # product rows per row of full
+        emit(f"{per} = {' * '.join(full.dim(d) for d in range(1, full.rank - 1)) or '1'}")
         size = emit.fresh(f"{name}_size")
         emit(f"{size} = max({HOIST_CHUNK_ROWS} // max({per}, 1), 1)")
         chunk = g.buffer(f"{name}_chunk", dtype, [f"{size} * {per}", n])
