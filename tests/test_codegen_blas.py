@@ -16,11 +16,11 @@ def _strided(fn, dtype, panels=False):
     """fn compiled once for matrices of any strides (Numba layout 'A'), so that every layout below
     runs the same machine code: each layout would otherwise be a compile of its own (minutes on a
     fresh checkout, where these functions have no cache yet). With `panels`, fn takes b's panels
-    (simd.pack) after b."""
+    (simd.pack) after b, and whether to read them backwards after out."""
     matrix = numba.from_dtype(np.dtype(dtype))[:, :]
     if panels:
-        signature = numba.void(matrix, matrix, numba.from_dtype(np.dtype(dtype))[:, :, ::1], matrix)
-        return numba.njit(signature)(lambda a, b, p, out: fn(a, b, p, out))
+        signature = numba.void(matrix, matrix, numba.from_dtype(np.dtype(dtype))[:, :, ::1], matrix, numba.boolean)
+        return numba.njit(signature)(lambda a, b, p, out, backwards: fn(a, b, p, out, backwards))
     return numba.njit(numba.void(matrix, matrix, matrix))(lambda a, b, out: fn(a, b, out))
 
 
@@ -98,9 +98,12 @@ def test_packed_products(dtype):
         assert np.array_equal(simd.pack_weights(b), panels)  # the same panels, made at load
         for bv in (np.asfortranarray(b), _window(b)):
             assert np.array_equal(simd.pack(bv, empty, m), panels)
-        for av, out in ((a, np.full((m, n), np.nan, dtype)), (_window(a), np.full((m, n), np.nan, dtype)[::-1])):
-            matmul(av, b, panels, out)
-            np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * k, err_msg=f"{m}x{k}x{n} {out.strides}")
+        for av, flip in ((a, False), (_window(a), True)):
+            outs = [np.full((m, n), np.nan, dtype)[::-1 if flip else 1] for _ in range(2)]
+            for out, backwards in zip(outs, (False, True)):
+                matmul(av, b, panels, out, backwards)
+                np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * k, err_msg=f"{m}x{k}x{n} {out.strides}")
+            assert np.array_equal(outs[0], outs[1])  # the panels' order changes no sum
 
 
 def test_panels_are_made_once_and_only_where_they_serve():
@@ -119,7 +122,7 @@ def test_panels_are_made_once_and_only_where_they_serve():
         assert simd.VECTOR_BYTES == 64 and simd.MAX_ROWS == np.iinfo(np.int64).max
     for a in unserved:
         out = np.full((a.shape[0], 20), np.nan, np.float32)
-        assert not simd.multiply(a.astype(np.float32), panels, out)  # nothing written: BLAS takes it
+        assert not simd.multiply(a.astype(np.float32), panels, out, False)  # nothing written: BLAS takes it
         assert np.isnan(out).all()
 
 

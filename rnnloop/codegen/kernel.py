@@ -45,9 +45,12 @@ STATUS_SIZE = STATUS_SHAPES + 2 * MAX_RANK
 
 
 
-def matmul_call(a: str, b: str, out: str, a_rank: int = 2, b_rank: int = 2, panels: str | None = None) -> str:
+def matmul_call(a: str, b: str, out: str, a_rank: int = 2, b_rank: int = 2, panels: str | None = None,
+                backwards: str = "t % 2 == 1") -> str:
     """The statement out = a @ b for float operands through rnnloop.codegen.blas (any strides; a
-    vector operand is read as a one-row or one-column matrix), by b's `panels` (LoopGen.panels) if given."""
+    vector operand is read as a one-row or one-column matrix), by b's `panels` (LoopGen.panels) if
+    given, read in reverse order when `backwards` (an expression; by default on every other
+    iteration: see simd.matmul_packed_ilp64)."""
     from . import blas  # finds the BLAS library: only when a kernel has a product
 
     if a_rank == 1:
@@ -56,7 +59,7 @@ def matmul_call(a: str, b: str, out: str, a_rank: int = 2, b_rank: int = 2, pane
         b, out = f"{b}[:, None]", f"{out}[:, None]"
     if panels is not None:
         from . import simd
-        return f"_s.{simd.MATMUL_PACKED}({a}, {b}, {panels}, {out})"
+        return f"_s.{simd.MATMUL_PACKED}({a}, {b}, {panels}, {out}, {backwards})"
     return f"_b.{blas.MATMUL}({a}, {b}, {out})"
 
 @dataclass
@@ -722,7 +725,8 @@ def _rows_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> bool:
         body(f"{hi} = min({lo} + {size}, {full.dim(0)}) if {in_order} else {row} + 1")
         rows = f"({hi} - {lo}) * {per}"
         panels = g.panels(b, b.expr, rows, g.const(op.inputs[1]))
-        body(matmul_call(f"{flat}[{lo} * {per}:{hi} * {per}]", b.expr, f"{chunk}[:{rows}]", panels=panels))
+        body(matmul_call(f"{flat}[{lo} * {per}:{hi} * {per}]", b.expr, f"{chunk}[:{rows}]", panels=panels,
+                         backwards="False"))
     body(f"{last} = {row}")
     view = body.fresh(f"v_{name}")
     body(f"{view} = {chunk}[({row} - {lo}) * {per}:({row} - {lo} + 1) * {per}].reshape("
