@@ -83,7 +83,7 @@ def test_a_member_smaller_than_the_sink_is_written_once_per_broadcast_row(backen
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
 
 
-COLUMNS = parse("""
+COLUMNS_TEXT = """
 columns (int64 M, float[B, 6] x0, float[6, 9] w, float[R, 4] c) => (float[B, 6] x_final, float[M, Y, 4] y_seq) {
     x_final, y_seq = Loop(M, "", x0) <body = body (int64 i, bool c_in, float[B, 6] x) => (bool c_out, float[B, 6] x_next, float[Y, 4] y) {
         c_out = Identity(c_in)
@@ -97,7 +97,8 @@ columns (int64 M, float[B, 6] x0, float[6, 9] w, float[R, 4] c) => (float[B, 6] 
         x_next = Tanh(rr)
     }>
 }
-""")
+"""
+COLUMNS = parse(COLUMNS_TEXT)
 
 
 @pytest.mark.parametrize("batch, rows", [(3, 3), (1, 3), (2, 1)])
@@ -115,3 +116,13 @@ def test_parts_split_off_a_product_are_read_from_it_at_their_columns(batch, rows
     want = run(COLUMNS, feeds, backend="interp")
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_negative_split_sizes_are_an_error(backend):
+    """Sizes that add up to the axis but include a negative one are an error, as in the interpreter,
+    never parts read before the product's first column."""
+    model = parse(COLUMNS_TEXT.replace("{4, 3, 2}", "{5, -1, 5}"))
+    feeds = {"M": np.array(2), "x0": np.ones((1, 6), np.float32), "w": np.ones((6, 9), np.float32),
+             "c": np.ones((1, 4), np.float32)}
+    with pytest.raises(rnnloop.RunError, match=r"Split.*non-negative"):
+        run_fused(model, feeds, backend)

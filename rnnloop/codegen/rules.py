@@ -241,9 +241,11 @@ def emit_split(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     k = len(op.outputs)
     emit = g.body
     if len(op.inputs) > 1 and op.inputs[1]:
-        sizes = [str(s) for s in _const_ints(g, op.inputs[1], "split input")]
+        ints = _const_ints(g, op.inputs[1], "split input")
+        sizes = [str(s) for s in ints]
         total = " + ".join(sizes) if sizes else "0"
-        g.fail_if(f"{total} != {n}", op, f"split sizes add up to {total}, not the axis size {{a}}", a=n)
+        bad = "True" if any(s < 0 for s in ints) else f"{total} != {n}"
+        g.fail_if(bad, op, f"split sizes {ints} must be non-negative and add up to the axis size {{a}}", a=n)
     else:
         # Equal parts; with num_outputs (opset 18) the last part may be smaller.
         part = emit.fresh("part")
