@@ -197,3 +197,34 @@ def test_an_output_that_aliases_a_constant_or_a_feed_is_a_copy_the_caller_owns(b
         np.testing.assert_array_equal(x0, [5.0, 6.0])
         again, _ = session.run(None, {"M": 0, "x0": x0})
         np.testing.assert_array_equal(again, [1.0, 2.0])
+
+
+SHAPE_ARITHMETIC = parse("""
+shapes (float[N, 3] x, int64 M) => (int64[2] twice, int64[1] n_out) {
+    two = Constant <value = int64[1] {2}> ()
+    zero = Constant <value = int64[1] {0}> ()
+    s = Shape(x)
+    twice = Mul(s, two)
+    n = Gather(s, zero)
+    n_out = Loop(M, , n) <body = step (int64 i, bool c, int64[1] a) => (bool c2, int64[1] a2) {
+        c2 = Identity(c)
+        a2 = Add(a, a)
+    }>
+}""")
+
+
+def test_shape_arithmetic_is_remembered_by_input_shape_and_handed_out_as_copies(backend):
+    # Shape and Gather run once per input shape (GraphPlan's memo); n reaches the caller unchanged
+    # after zero iterations, and what the caller does to it must not reach the next run.
+    from rnnloop.interp.graph import GraphPlan
+    session = load_fused(SHAPE_ARITHMETIC, backend)
+    x2, x5 = np.zeros((2, 3), np.float32), np.zeros((5, 3), np.float32)
+    for x, m, twice, n in [(x2, 0, [4, 6], [2]), (x2, 0, [4, 6], [2]), (x5, 1, [10, 6], [10]),
+                           (x2, 2, [4, 6], [8]), (x5, 0, [10, 6], [5])]:
+        got_twice, got_n = session.run(None, {"x": x, "M": m})
+        np.testing.assert_array_equal(got_twice, twice)
+        np.testing.assert_array_equal(got_n, n)
+        got_n[:] = -1
+    plan = GraphPlan.of(session.graph)
+    assert [op.op_type for op in (s.op for s in plan.steps if s.shaped)] == ["Shape", "Gather"]
+    assert sorted(plan.memo) == [((2, 3),), ((5, 3),)]

@@ -25,6 +25,14 @@ class Options:
     kernels: dict[int, Callable] = field(default_factory=dict)
 
 
+# Ops that, given the shapes of the graph's inputs and its constants, compute the same small values
+# every run: shape arithmetic (an RNN's output shape, a loop's trip count from its input's length).
+_SHAPE_OF = {"Shape", "Size"}  # read only their input's shape
+_SHAPE_MATH = {"Gather", "Squeeze", "Unsqueeze", "Concat", "Slice", "Add", "Sub", "Mul", "Div", "Cast",
+               "Identity", "Max", "Min"}
+_SHAPE_MEMO_SIZE = 16  # input shapes remembered per graph (a server sees few)
+
+
 @dataclass
 class _Step:
     op: Op
@@ -32,23 +40,63 @@ class _Step:
     dies: frozenset[str]  # inputs whose last use in the graph is this op
     control: bool  # a loop or a branch: runs with the options (a fused kernel, maybe)
     fresh: bool  # its output is a list no other value shares
+    shaped: bool = False  # its outputs follow from the input shapes alone (see GraphPlan)
 
 
 @dataclass
 class GraphPlan:
-    """A graph prepared for repeated runs: op functions looked up and last uses known."""
+    """A graph prepared for repeated runs: op functions looked up and last uses known.
+
+    The shape arithmetic on the graph's inputs (steps marked `shaped`) is remembered by the shapes
+    of the inputs it reads (`shape_sources`): a run with shapes seen before takes the values other
+    steps read from it (`shape_exits`) from `memo` instead of running those ops, a few microseconds
+    each (an LSTM's run at batch 1: 20 instead of 26 µs besides its loop). The memo holds copies
+    and hands out copies, so that nothing a reader does with a value (return it, keep it in a
+    sequence) reaches a later run.
+    """
 
     graph: Graph
     steps: list[_Step] = field(default_factory=list)
+    shape_sources: list[str] = field(default_factory=list)
+    shape_exits: list[str] = field(default_factory=list)
+    memo: dict[tuple, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, graph: Graph) -> "GraphPlan":
         # Cached on the graph: loop bodies run once per iteration.
         plan = graph.__dict__.get("_plan")
         if plan is None:
-            plan = cls(graph, _plan_steps(graph))
+            steps = _plan_steps(graph)
+            shaped = [s.op for s in steps if s.shaped]
+            sources = [op.inputs[0] for op in shaped if op.op_type in _SHAPE_OF]
+            made = {n for op in shaped for n in op.outputs if n}
+            exits = [n for s in steps if not s.shaped for n in s.op.inputs if n in made]
+            plan = cls(graph, steps, list(dict.fromkeys(sources)), list(dict.fromkeys(exits)))
             graph.__dict__["_plan"] = plan
         return plan
+
+    def remembered(self, env: dict[str, Any]) -> tuple[tuple | None, dict[str, Any] | None]:
+        """The memo key of this run (None: shape arithmetic runs op by op) and the values it holds."""
+        if not self.shape_sources:
+            return None, None
+        shapes = []
+        for name in self.shape_sources:
+            value = env.get(name)
+            if not isinstance(value, np.ndarray):
+                return None, None
+            shapes.append(value.shape)
+        key = tuple(shapes)
+        found = self.memo.get(key)
+        return key, None if found is None else {n: _copy(v) for n, v in found.items()}
+
+    def remember(self, key: tuple, env: dict[str, Any]) -> None:
+        if len(self.memo) >= _SHAPE_MEMO_SIZE:
+            self.memo.clear()
+        self.memo[key] = {n: _copy(env[n]) for n in self.shape_exits}
+
+
+def _copy(value: Any) -> Any:
+    return value.copy() if isinstance(value, np.ndarray) else value
 
 
 def _plan_steps(graph: Graph) -> list[_Step]:
@@ -58,11 +106,19 @@ def _plan_steps(graph: Graph) -> list[_Step]:
             if name:
                 last_use[name] = index
     kept = set(graph.outputs)
+    known = set(graph.constants)  # values the shape arithmetic may read: constants, its own results
     steps = []
     for index, op in enumerate(graph.ops):
         dies = frozenset(n for n in op.inputs if n and last_use[n] == index and n not in kept)
         run = _runner(op)
-        steps.append(_Step(op, run, dies, run is run_if or isinstance(op, Loop), op.op_type in FRESH_LIST_OPS))
+        reads = [n for n in op.inputs if n]
+        shaped = (type(op) is Op and not kept.intersection(op.outputs) and bool(reads)
+                  and (op.op_type in _SHAPE_OF and reads[0] in graph.inputs
+                       or op.op_type in _SHAPE_MATH and all(n in known for n in reads)))
+        if shaped:
+            known.update(n for n in op.outputs if n)
+        steps.append(_Step(op, run, dies, run is run_if or isinstance(op, Loop), op.op_type in FRESH_LIST_OPS,
+                           shaped))
     return steps
 
 
@@ -89,7 +145,12 @@ def run_graph(graph: Graph, args: Sequence[Any], options: Options,
     env: dict[str, Any] = dict(graph.constants)
     env.update(zip(graph.inputs, args))
     mine = {n for n, o in zip(graph.inputs, owned or ()) if o}
+    key, remembered = plan.remembered(env)
+    if remembered is not None:
+        env.update(remembered)
     for step in plan.steps:
+        if remembered is not None and step.shaped:
+            continue
         op = step.op
         values = [env[n] if n else None for n in op.inputs]
         owns_first = bool(mine) and bool(op.inputs) and op.inputs[0] in mine and op.inputs[0] in step.dies
@@ -110,6 +171,8 @@ def run_graph(graph: Graph, args: Sequence[Any], options: Options,
             mine -= step.dies
         if step.fresh or (owns_first and op.op_type == "Identity"):
             mine.add(op.outputs[0])
+    if key is not None and remembered is None:
+        plan.remember(key, env)
     outputs = [env[n] for n in graph.outputs]
     seen: set[str] = set()
     handed = []
