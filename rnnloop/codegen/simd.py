@@ -29,15 +29,22 @@ A single row (batch 1) is a matrix-vector product, bound by reading the weights:
 panels eight or four at a time (_row). With 32-byte vectors, OpenBLAS's blocking for large matrices wins
 above MAX_ROWS rows (the scan-hoisted input product of a whole sequence): those stay with BLAS.
 With 64-byte vectors this module is faster at every size measured, so MAX_ROWS has no limit.
+
+Kernels reach the product through a symbol, compiled once (see _external): linked into each kernel,
+the same code took 0.7 s more to compile per kernel and ran slower there (interleaved in one process:
+an LSTM step at batch 16, hidden 256, 71 against 66 µs; a GRU's at batch 64, hidden 512, 765 against 707).
 """
 
 from __future__ import annotations
 
+import functools
+
+import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import cfunc, njit, types
 from numba.core import cgutils
-from numba.extending import intrinsic, models, register_model
+from numba.extending import intrinsic, models, overload, register_model
 
 from . import blas
 
@@ -427,24 +434,125 @@ def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, a
         _vstore(dst, at + 5 * stride + lanes, c5b)
 
 
+# The products kernels call run in machine code compiled once, here, and reached through a symbol
+# (as blas.py reaches BLAS): a kernel that called these functions directly would link their code
+# in and optimise it again, 0.7 s of the 3 s it takes to compile an LSTM's kernel. `_as_array`
+# rebuilds the arrays from their addresses, shapes and strides on the other side.
+
+@intrinsic
+def _as_array(typingctx, address, shape, strides, dtype):
+    """The array of `dtype` (a NumPy scalar type) at `address`, of `shape` and byte `strides`
+    (tuples of ints): a view of memory its caller keeps alive, so without reference counting."""
+    array = types.Array(dtype.instance_type, len(shape), "A")
+
+    def codegen(context, builder, sig, args):
+        from numba.np.arrayobj import populate_array
+        address, shape, strides, _ = args
+        out = context.make_array(array)(context, builder)
+        element = context.get_data_type(array.dtype)
+        populate_array(out, data=builder.inttoptr(address, element.as_pointer()), shape=shape, strides=strides,
+                       itemsize=context.get_constant(types.intp, context.get_abi_sizeof(element)), meminfo=None)
+        return out._getvalue()
+    return array(address, shape, strides, dtype), codegen
+
+
+# (address, rows, columns, row stride, column stride) of a, b and out; (address, panels, depth,
+# width) of the panels; the element size (4 or 8); whether to read the panels backwards.
+_PRODUCT_ARGS = 5 + 5 + 4 + 5 + 2
+
+
+@njit(nogil=True)
+def _product(ilp64, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, out, om, on, os0, os1, size, backwards):
+    """out = a @ b on panels p when they serve, else through BLAS (the ILP64 library if `ilp64`)."""
+    if size == 4:
+        _matmul_packed(ilp64, _as_array(a, (am, ak), (as0, as1), np.float32),
+                       _as_array(b, (bk, bn), (bs0, bs1), np.float32),
+                       _as_array(p, (pc, pk, pw), (pk * pw * 4, pw * 4, 4), np.float32),
+                       _as_array(out, (om, on), (os0, os1), np.float32), backwards != 0)
+    else:
+        _matmul_packed(ilp64, _as_array(a, (am, ak), (as0, as1), np.float64),
+                       _as_array(b, (bk, bn), (bs0, bs1), np.float64),
+                       _as_array(p, (pc, pk, pw), (pk * pw * 8, pw * 8, 8), np.float64),
+                       _as_array(out, (om, on), (os0, os1), np.float64), backwards != 0)
+    return 0
+
+
+@njit(nogil=True)
+def _matmul_packed(ilp64, a, b, packed, out, backwards):
+    if not multiply(a, packed, out, backwards):
+        if ilp64:
+            blas.matmul_ilp64(a, b, out)
+        else:
+            blas.matmul_lp64(a, b, out)
+
+
+def _product_ilp64(a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, out, om, on, os0, os1, size, backwards):
+    return _product(True, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, out, om, on, os0, os1, size,
+                    backwards)
+
+
+def _product_lp64(a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, out, om, on, os0, os1, size, backwards):
+    return _product(False, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, out, om, on, os0, os1, size,
+                    backwards)
+
+
+@functools.cache
+def _external(family: str) -> types.ExternalFunction:
+    """The compiled product of a BLAS family ("ilp64" or "lp64"), registered with LLVM by name;
+    compiled once per machine (Numba's cache), loaded from it by later processes."""
+    signature = types.intp(*[types.intp] * _PRODUCT_ARGS)
+    compiled = cfunc(signature, nopython=True, nogil=True, cache=True)(
+        _product_ilp64 if family == "ilp64" else _product_lp64)
+    symbol = f"rnnloop_simd_product_{family}"
+    llvm.add_symbol(symbol, compiled.address)
+    return types.ExternalFunction(symbol, signature)
+
+
 MATMUL_PACKED = "matmul_packed_ilp64" if blas.ILP64 else "matmul_packed_lp64"  # the one kernels call
+# Kernels cached by earlier processes call the symbol without compiling anything that would register
+# it: it must exist before they load, hence before the module that imports this one runs.
+_external("ilp64" if blas.ILP64 else "lp64")
+
+
+def _call_external(family: str):
+    """A function of (a, b, packed, out, backwards) calling _external(family) on those arrays."""
+    def call(a, b, packed, out, backwards):
+        raise NotImplementedError  # compiled code only
+
+    @overload(call, jit_options={"nogil": True})
+    def typed(a, b, packed, out, backwards):
+        dtypes = {a.dtype, b.dtype, packed.dtype, out.dtype}
+        if len(dtypes) != 1 or out.dtype not in (types.float32, types.float64):
+            return None  # no product of mixed or non-float dtypes: a typing error
+        product = _external(family)
+
+        def impl(a, b, packed, out, backwards):
+            product(a.ctypes.data, a.shape[0], a.shape[1], a.strides[0], a.strides[1],
+                    b.ctypes.data, b.shape[0], b.shape[1], b.strides[0], b.strides[1],
+                    packed.ctypes.data, packed.shape[0], packed.shape[1], packed.shape[2],
+                    out.ctypes.data, out.shape[0], out.shape[1], out.strides[0], out.strides[1],
+                    out.itemsize, 1 if backwards else 0)
+        return impl
+    return call
+
+
+_call_ilp64, _call_lp64 = _call_external("ilp64"), _call_external("lp64")
 
 
 @njit(cache=True, nogil=True)
 def matmul_packed_ilp64(a, b, packed, out, backwards):
-    """blas.matmul_ilp64, with b also given as panels (pack): 1 to MAX_ROWS rows run on them.
+    """blas.matmul_ilp64, with b also given as panels (pack, made contiguous): 1 to MAX_ROWS rows
+    run on them.
 
     `backwards` reads the panels in the opposite order (same result). A loop passes it on every
     other step: when the weights overflow L2, the panels read last, still in cache, are then read
     first, instead of each step evicting the panels the next one needs first. An LSTM step at
     batch 1 and hidden size 256 (1 MiB of recurrent weights): 6.6 against 8.1 µs; 512: 35 against 46.
     """
-    if not multiply(a, packed, out, backwards):
-        blas.matmul_ilp64(a, b, out)
+    _call_ilp64(a, b, np.ascontiguousarray(packed), out, backwards)
 
 
 @njit(cache=True, nogil=True)
 def matmul_packed_lp64(a, b, packed, out, backwards):
     """blas.matmul_lp64, with b also given as panels (pack)."""
-    if not multiply(a, packed, out, backwards):
-        blas.matmul_lp64(a, b, out)
+    _call_lp64(a, b, np.ascontiguousarray(packed), out, backwards)
