@@ -1,6 +1,7 @@
 """rnnloop.codegen.blas: products of every layout BLAS can read (and some it cannot) against NumPy."""
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -140,3 +141,33 @@ def test_products_without_avx512():
                           "-k", "packed_products or panels_are_made_once"], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "3 passed" in run.stdout, run.stdout[-3000:]
+
+
+_PRODUCT_PROCESS = """
+import json, sys
+import numpy as np
+import rnnloop
+from rnnloop.models import lstm_native
+model, feeds = lstm_native(batch=2, input_size=8, hidden=16, steps=5)
+session = rnnloop.load(model, strict=True)
+got = session.run(None, feeds)
+want = rnnloop.load(model, backend="interp").run(None, feeds)
+[fused] = [p.fused for p in session.plans if p.fused is not None]
+kernel = fused.compile()
+print(json.dumps({"error": max(float(np.abs(g - w).max()) for g, w in zip(got, want)),
+                  "hits": sum(kernel.stats.cache_hits.values()), "source": fused.source}))
+"""
+
+
+def test_a_kernel_calling_the_packed_product_loads_from_the_cache_in_a_new_process(tmp_path):
+    """The product is reached through a symbol a cached kernel cannot register by compiling: its
+    module asks for it (simd.require) when imported, before the kernel loads."""
+    env = dict(os.environ, RNNLOOP_CACHE_DIR=str(tmp_path))
+    reports = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _PRODUCT_PROCESS], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+        reports.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert "_s.require('float32')" in reports[0]["source"] and "_s.matmul_packed" in reports[0]["source"]
+    assert reports[0]["hits"] == 0 and reports[1]["hits"] == 1  # compiled, then loaded from disk
+    assert all(r["error"] < 1e-5 for r in reports)

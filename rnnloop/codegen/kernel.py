@@ -97,6 +97,7 @@ class ModuleGen:
         self.names: set[str] = {"math", "np", "njit", "_m", "_r", "_b", "kernel", "status", "max_iter", "trip", "cond", "limit", "t"}
         self.loops = 0
         self.helpers: dict[str, str] = {}
+        self.products: set[str] = set()  # dtypes of the packed products called (simd.require)
 
     def error_code(self, where: str, message: str) -> int:
         self.errors.append((where, message))
@@ -185,8 +186,9 @@ class LoopGen:
         serve (so a run whose products all have more rows than simd.MAX_ROWS never pays for it),
         once per run.
         """
-        if b.kind != "invariant" or b.dtype.kind != "f":
+        if b.kind != "invariant" or b.dtype.name not in ("float32", "float64"):
             return None
+        self.module.products.add(b.dtype.name)
         name = self._panels.get(b_expr)
         if name is None:
             if value is not None and value.ndim == 2 and value.dtype == b.dtype:
@@ -306,6 +308,7 @@ def generate(loop: Loop, label: str, known: dict[str, np.ndarray]) -> KernelModu
     code = "\n\n\n".join(module.functions)
     if "_s." in code:  # imported only where used: see cache.OPTIONAL_MODULES
         header += "from rnnloop.codegen import simd as _s\n"
+        header += "".join(f"_s.require({dtype!r})\n" for dtype in sorted(module.products))
     source = header + "\n\n" + code + "\n"
     return KernelModule(source, entry, constants, module.errors, module.fallbacks)
 

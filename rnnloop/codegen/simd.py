@@ -456,103 +456,98 @@ def _as_array(typingctx, address, shape, strides, dtype):
     return array(address, shape, strides, dtype), codegen
 
 
-# (address, rows, columns, row stride, column stride) of a, b and out; (address, panels, depth,
-# width) of the panels; the element size (4 or 8); whether to read the panels backwards.
-_PRODUCT_ARGS = 5 + 5 + 4 + 5 + 2
+# (address, rows, columns, row stride, column stride) of a, b and out, (address, panels, depth, width
+# and their three strides) of the panels, all strides in bytes; whether to use the ILP64 BLAS for
+# products the panels do not serve; whether to read the panels backwards.
+_PRODUCT_ARGS = 5 + 5 + 7 + 5 + 2
 
 
 @njit(nogil=True)
-def _product(ilp64, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, out, om, on, os0, os1, size, backwards):
-    """out = a @ b on panels p when they serve, else through BLAS (the ILP64 library if `ilp64`)."""
-    if size == 4:
-        _matmul_packed(ilp64, _as_array(a, (am, ak), (as0, as1), np.float32),
-                       _as_array(b, (bk, bn), (bs0, bs1), np.float32),
-                       _as_array(p, (pc, pk, pw), (pk * pw * 4, pw * 4, 4), np.float32),
-                       _as_array(out, (om, on), (os0, os1), np.float32), backwards != 0)
-    else:
-        _matmul_packed(ilp64, _as_array(a, (am, ak), (as0, as1), np.float64),
-                       _as_array(b, (bk, bn), (bs0, bs1), np.float64),
-                       _as_array(p, (pc, pk, pw), (pk * pw * 8, pw * 8, 8), np.float64),
-                       _as_array(out, (om, on), (os0, os1), np.float64), backwards != 0)
+def _product(dtype, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
+             out, om, on, os0, os1, ilp64, backwards):
+    """out = a @ b on panels p when they serve, else through BLAS, for arrays of `dtype`."""
+    a_, b_ = _as_array(a, (am, ak), (as0, as1), dtype), _as_array(b, (bk, bn), (bs0, bs1), dtype)
+    p_, out_ = _as_array(p, (pc, pk, pw), (ps0, ps1, ps2), dtype), _as_array(out, (om, on), (os0, os1), dtype)
+    if not multiply(a_, p_, out_, backwards != 0):
+        if ilp64:
+            blas.matmul_ilp64(a_, b_, out_)
+        else:
+            blas.matmul_lp64(a_, b_, out_)
     return 0
 
 
-@njit(nogil=True)
-def _matmul_packed(ilp64, a, b, packed, out, backwards):
-    if not multiply(a, packed, out, backwards):
-        if ilp64:
-            blas.matmul_ilp64(a, b, out)
-        else:
-            blas.matmul_lp64(a, b, out)
+# One function per dtype for cfunc (and Numba's cache) to compile on its own.
+def _product_float32(a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
+                     out, om, on, os0, os1, ilp64, backwards):
+    return _product(np.float32, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
+                    out, om, on, os0, os1, ilp64, backwards)
 
 
-def _product_ilp64(a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, out, om, on, os0, os1, size, backwards):
-    return _product(True, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, out, om, on, os0, os1, size,
-                    backwards)
-
-
-def _product_lp64(a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, out, om, on, os0, os1, size, backwards):
-    return _product(False, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, out, om, on, os0, os1, size,
-                    backwards)
+def _product_float64(a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
+                     out, om, on, os0, os1, ilp64, backwards):
+    return _product(np.float64, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
+                    out, om, on, os0, os1, ilp64, backwards)
 
 
 @functools.cache
-def _external(family: str) -> types.ExternalFunction:
-    """The compiled product of a BLAS family ("ilp64" or "lp64"), registered with LLVM by name;
+def _external(dtype: str) -> types.ExternalFunction:
+    """The compiled product of `dtype` ("float32" or "float64"), registered with LLVM by name;
     compiled once per machine (Numba's cache), loaded from it by later processes."""
     signature = types.intp(*[types.intp] * _PRODUCT_ARGS)
-    compiled = cfunc(signature, nopython=True, nogil=True, cache=True)(
-        _product_ilp64 if family == "ilp64" else _product_lp64)
-    symbol = f"rnnloop_simd_product_{family}"
+    compiled = cfunc(signature, nopython=True, nogil=True, cache=True)(globals()[f"_product_{dtype}"])
+    symbol = f"rnnloop_simd_product_{dtype}"
     llvm.add_symbol(symbol, compiled.address)
     return types.ExternalFunction(symbol, signature)
 
 
+def require(dtype: str) -> None:
+    """Make the product of `dtype` callable by kernels. A kernel loaded from Numba's cache calls its
+    symbol without compiling anything that would register it, so a generated module that uses
+    the product calls this first, when it is imported."""
+    _external(dtype)
+
+
 MATMUL_PACKED = "matmul_packed_ilp64" if blas.ILP64 else "matmul_packed_lp64"  # the one kernels call
-# Kernels cached by earlier processes call the symbol without compiling anything that would register
-# it: it must exist before they load, hence before the module that imports this one runs.
-_external("ilp64" if blas.ILP64 else "lp64")
 
 
-def _call_external(family: str):
-    """A function of (a, b, packed, out, backwards) calling _external(family) on those arrays."""
-    def call(a, b, packed, out, backwards):
-        raise NotImplementedError  # compiled code only
-
-    @overload(call, jit_options={"nogil": True})
-    def typed(a, b, packed, out, backwards):
-        dtypes = {a.dtype, b.dtype, packed.dtype, out.dtype}
-        if len(dtypes) != 1 or out.dtype not in (types.float32, types.float64):
-            return None  # no product of mixed or non-float dtypes: a typing error
-        product = _external(family)
-
-        def impl(a, b, packed, out, backwards):
-            product(a.ctypes.data, a.shape[0], a.shape[1], a.strides[0], a.strides[1],
-                    b.ctypes.data, b.shape[0], b.shape[1], b.strides[0], b.strides[1],
-                    packed.ctypes.data, packed.shape[0], packed.shape[1], packed.shape[2],
-                    out.ctypes.data, out.shape[0], out.shape[1], out.strides[0], out.strides[1],
-                    out.itemsize, 1 if backwards else 0)
-        return impl
-    return call
-
-
-_call_ilp64, _call_lp64 = _call_external("ilp64"), _call_external("lp64")
-
-
-@njit(cache=True, nogil=True)
 def matmul_packed_ilp64(a, b, packed, out, backwards):
-    """blas.matmul_ilp64, with b also given as panels (pack, made contiguous): 1 to MAX_ROWS rows
-    run on them.
+    """blas.matmul_ilp64, with b also given as panels (pack): 1 to MAX_ROWS rows run on them.
+    Compiled code only (the call of a product's symbol, typed below).
 
     `backwards` reads the panels in the opposite order (same result). A loop passes it on every
     other step: when the weights overflow L2, the panels read last, still in cache, are then read
     first, instead of each step evicting the panels the next one needs first. An LSTM step at
     batch 1 and hidden size 256 (1 MiB of recurrent weights): 6.6 against 8.1 µs; 512: 35 against 46.
     """
-    _call_ilp64(a, b, np.ascontiguousarray(packed), out, backwards)
+    raise NotImplementedError("simd.matmul_packed_ilp64 runs in compiled code only")
 
 
-@njit(cache=True, nogil=True)
 def matmul_packed_lp64(a, b, packed, out, backwards):
-    """blas.matmul_lp64, with b also given as panels (pack)."""
-    _call_lp64(a, b, np.ascontiguousarray(packed), out, backwards)
+    """blas.matmul_lp64, with b also given as panels (pack). Compiled code only."""
+    raise NotImplementedError("simd.matmul_packed_lp64 runs in compiled code only")
+
+
+def _product_call(ilp64: bool):
+    """The typing of matmul_packed_*: a call of _external(dtype) on the arrays' addresses, shapes and
+    strides. Typed in each process that compiles a caller, which registers the symbol; a caller
+    loaded from Numba's cache (a kernel) has called require() instead."""
+    def typed(a, b, packed, out, backwards):
+        dtypes = {a.dtype, b.dtype, packed.dtype, out.dtype}
+        if len(dtypes) != 1 or out.dtype not in (types.float32, types.float64):
+            return None  # no product of mixed or non-float dtypes: a typing error
+        product = _external(str(out.dtype))
+        family = 1 if ilp64 else 0
+
+        def impl(a, b, packed, out, backwards):
+            product(a.ctypes.data, a.shape[0], a.shape[1], a.strides[0], a.strides[1],
+                    b.ctypes.data, b.shape[0], b.shape[1], b.strides[0], b.strides[1],
+                    packed.ctypes.data, packed.shape[0], packed.shape[1], packed.shape[2],
+                    packed.strides[0], packed.strides[1], packed.strides[2],
+                    out.ctypes.data, out.shape[0], out.shape[1], out.strides[0], out.strides[1],
+                    family, 1 if backwards else 0)
+        return impl
+    return typed
+
+
+overload(matmul_packed_ilp64, jit_options={"nogil": True})(_product_call(True))
+overload(matmul_packed_lp64, jit_options={"nogil": True})(_product_call(False))
