@@ -434,10 +434,10 @@ def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, a
         _vstore(dst, at + 5 * stride + lanes, c5b)
 
 
-# The products kernels call run in machine code compiled once, here, and reached through a symbol
-# (as blas.py reaches BLAS): a kernel that called these functions directly would link their code
-# in and optimise it again, 0.7 s of the 3 s it takes to compile an LSTM's kernel. `_as_array`
-# rebuilds the arrays from their addresses, shapes and strides on the other side.
+# The products kernels call run in machine code compiled once per dtype (and machine: Numba's
+# cache) and reached through a symbol, as blas.py reaches BLAS: a kernel that called these functions
+# directly would link their code in and optimise it again, 0.7 s of the 3 s it takes to compile an
+# LSTM's kernel. `_as_array` rebuilds the arrays from their addresses, shapes and strides.
 
 @intrinsic
 def _as_array(typingctx, address, shape, strides, dtype):
