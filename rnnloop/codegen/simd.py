@@ -30,7 +30,7 @@ panels eight or four at a time (_row). With 32-byte vectors, OpenBLAS's blocking
 above MAX_ROWS rows (the scan-hoisted input product of a whole sequence): those stay with BLAS.
 With 64-byte vectors this module is faster at every size measured, so MAX_ROWS has no limit.
 
-Kernels reach the product through a symbol, compiled once (see _external): linked into each kernel,
+Kernels reach the product through a symbol, compiled once per dtype (see _external): linked into each kernel,
 the same code took 0.7 s more to compile per kernel and ran slower there (interleaved in one process:
 an LSTM step at batch 16, hidden 256, 71 against 66 µs; a GRU's at batch 64, hidden 512, 765 against 707).
 """
@@ -434,10 +434,8 @@ def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, a
         _vstore(dst, at + 5 * stride + lanes, c5b)
 
 
-# The products kernels call run in machine code compiled once per dtype (and machine: Numba's
-# cache) and reached through a symbol, as blas.py reaches BLAS: a kernel that called these functions
-# directly would link their code in and optimise it again, 0.7 s of the 3 s it takes to compile an
-# LSTM's kernel. `_as_array` rebuilds the arrays from their addresses, shapes and strides.
+# The product kernels call through a symbol, as blas.py calls BLAS (see the module docstring): it
+# takes addresses, shapes and strides, from which `_as_array` rebuilds the arrays.
 
 @intrinsic
 def _as_array(typingctx, address, shape, strides, dtype):
