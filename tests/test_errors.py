@@ -33,6 +33,20 @@ def test_body_with_too_many_inputs_is_a_load_error_naming_the_loop():
         rnnloop.load(parse(text, check=False))
 
 
+@pytest.mark.parametrize("count", [0, 3, 2**63 - 1])
+def test_a_scan_with_num_scan_inputs_out_of_range_is_a_load_error_naming_it(count):
+    text = """
+    g (float[2] s0, float[3, 2] x) => (float[2] s, float[3, 2] ys) {
+        s, ys = Scan <num_scan_inputs = 1, body = b (float[2] s_in, float[2] x_t) => (float[2] s_out, float[2] y) {
+            s_out = Add(s_in, x_t)
+            y = Identity(s_out)
+        }> (s0, x)
+    }"""
+    model = parse(text.replace("num_scan_inputs = 1", f"num_scan_inputs = {count}"), check=False)
+    with pytest.raises(rnnloop.ModelError, match=rf"Scan 'Scan_0'.*num_scan_inputs is {count}, but the Scan has 2"):
+        rnnloop.load(model)
+
+
 def test_carried_value_whose_dtype_changes_is_a_load_error_naming_the_loop():
     text = DOUBLER.replace("x_out = Add(x_in, x_in)", "x_out = Cast <to = 11> (x_in)").replace(
         "float[2] x_out)", "double[2] x_out)")

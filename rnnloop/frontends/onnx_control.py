@@ -36,9 +36,13 @@ def convert_loop(n, M="", cond="", *v_initial, body):
              body_iteration=True, body_cond_in=True, body_cond_out=True)
 
 
-def _scan_ports(n, n_states: int, inputs, body, scan_input_axes, scan_input_directions,
+def _scan_ports(n, num_scan_inputs: int, inputs, body, scan_input_axes, scan_input_directions,
                 scan_output_axes, scan_output_directions):
-    n_scan_in = len(inputs) - n_states
+    if not 0 < num_scan_inputs <= len(inputs):
+        raise ModelError(f"{n.origin}: num_scan_inputs is {num_scan_inputs}, but the Scan has "
+                         f"{len(inputs)} input(s); it must be between 1 and that")
+    n_scan_in = num_scan_inputs
+    n_states = len(inputs) - n_scan_in
     n_scan_out = len(body.output) - n_states
     if len(body.input) != len(inputs):
         raise ModelError(f"{n.origin}: the body takes {len(body.input)} inputs, but the Scan passes "
@@ -65,9 +69,9 @@ def convert_scan(n, *inputs, body, num_scan_inputs, scan_input_axes=None, scan_i
                  scan_output_axes=None, scan_output_directions=None):
     """ONNX Scan: states are carried, scan inputs sliced, scan outputs stacked, along any axis and direction."""
     from .onnx import free_names
-    n_states = len(inputs) - num_scan_inputs
-    sliced, stacked = _scan_ports(n, n_states, inputs, body, scan_input_axes, scan_input_directions,
+    sliced, stacked = _scan_ports(n, num_scan_inputs, inputs, body, scan_input_axes, scan_input_directions,
                                   scan_output_axes, scan_output_directions)
+    n_states = len(inputs) - num_scan_inputs
     captures = free_names(body)
     graph = n.subgraph(body, [i.name for i in body.input], captures, "body")
     n.b.loop(graph, carried=inputs[:n_states], sliced=list(zip(inputs[n_states:], sliced)),
@@ -82,8 +86,8 @@ def convert_scan_8(n, sequence_lens="", *inputs, body, num_scan_inputs, directio
     zeros to the full sequence length and its final states are those after its last step.
     """
     from .onnx import free_names
+    sliced, stacked = _scan_ports(n, num_scan_inputs, inputs, body, None, directions, None, None)
     n_states = len(inputs) - num_scan_inputs
-    sliced, stacked = _scan_ports(n, n_states, inputs, body, None, directions, None, None)
     captures = free_names(body)
     b = n.b
     row = b.sub(f"{n.origin.name}/row")
