@@ -260,14 +260,13 @@ class LoopGen:
         if fallback:
             self.module.fallbacks.add(code)
         with self.body.block(f"if {condition}:"):
-            self.body(f"status[0] = {code}; status[1] = t; status[2] = {a}; status[3] = {b}")
             if shapes is not None and shapes[2] <= MAX_RANK:
                 before, after, rank = shapes
                 self.body(f"status[{STATUS_SHAPES - 1}] = {rank}")
                 for d in range(rank):
                     self.body(f"status[{STATUS_SHAPES + d}] = {before}[{d}]; "
                               f"status[{STATUS_SHAPES + rank + d}] = {after}[{d}]")
-            self.body(f'raise RuntimeError("rnnloop kernel error {code}")')
+            self.body(f"_r.stop(status, {code}, t, {a}, {b})")
 
     def pass_constant(self, value: np.ndarray, hint: str) -> str:
         """A parameter the caller passes `value` to (values are not part of the source)."""
@@ -569,8 +568,7 @@ def _stack_result(g: LoopGen, buf: str, spec, k: int) -> str:
         code = g.module.error_code(g.loop.where(), f"stacked output {k} has {{a}} iterations, "
                                                    f"more than its padded length {spec.length}")
         with post.block(f"if t > {spec.length}:"):
-            post(f"status[0] = {code}; status[2] = t")
-            post(f'raise RuntimeError("rnnloop kernel error {code}")')
+            post(f"_r.stop(status, {code}, t, t, 0)")
         padded = post.fresh(f"{out}_padded")
         post(f"{padded} = np.zeros(({spec.length},) + {out}.shape[1:], {out}.dtype)")
         post(f"{padded}[:t] = {out}")

@@ -42,3 +42,21 @@ def put(dst, src):
     for x in src.flat:
         flat[i] = x
         i += 1
+
+
+
+@njit("void(int64[::1], int64, int64, int64, int64)", cache=True, nogil=True)
+def stop(status, code, t, a, b):
+    """Stop the kernel with error `code` at iteration t, details a and b (see kernel.KernelModule).
+
+    A raise in the kernel itself would release every array alive there: with a dozen checks, that
+    code was a third of an LSTM kernel. A call that raises costs the kernel one branch. The explicit
+    signature keeps literal arguments from making a specialisation per call site.
+    """
+    status[0] = code
+    status[1] = t
+    status[2] = a
+    status[3] = b
+    raise RuntimeError("rnnloop kernel error")
+
+
