@@ -125,7 +125,7 @@ def emit(g, ops: list[Op], materialized: set[str]) -> dict[str, Var]:
     raising = [op for op in ops if op.op_type in _RAISING]
     if raising:
         g.mark(raising[0])  # integer division by zero raises inside the helper
-    g.body(f"{function}({', '.join([*arrays, *firsts])})")
+    g.body(f"{function}({', '.join([*(a for a in arrays if a not in columns), *firsts])})")
     return results
 
 
@@ -153,89 +153,92 @@ def _inputs(g, lazy: dict[str, Var], op: Op) -> list[Var | None]:
 
 def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], arrays: list[Var],
               columns: dict[str, tuple[str, str]]) -> str:
-    """The helper's source, named FUNCTION, with `arrays` as parameters (p0, p1, ...), then the first
-    columns of `columns` (q0, q1, ...: see emit).
+    """The helper's source, named FUNCTION, with `arrays` but the column parts as parameters (p0, p1,
+    ...), then the first columns of `columns` (q0, q1, ...: see emit)
 
     It loops over the sink's shape; every other array is read (written) at the loop index, or at 0
-    along an axis where it has size 1 (a flag per axis, found at run time). The innermost loop has
-    a flag-free copy, taken when no array has size 1 along it, so that it vectorises.
+    along a leading axis where it has size 1 (a flag per axis, found at run time). An array of size
+    1 along the last axis, where the sink is longer, is first spread along it (runtime.spread): the
+    innermost loop then reads every array at its own index, and vectorises. (A second, general copy
+    of the loop for such arrays cost a third of an LSTM kernel's compile time, for a case that
+    rarely happens: a [batch, 1] mask.)
     """
     sink = results[ops[-1].outputs[0]]
     rank = sink.rank
     idx = [f"i{d}" for d in range(rank)]
     name = {v.expr: f"p{k}" for k, v in enumerate(arrays)}
     full = _full(g, ops, lazy, results)
-    # The fast path must see arrays Numba types as C-contiguous for the inner loop to vectorise.
+    # The loop must see arrays Numba types as C-contiguous for the inner loop to vectorise.
     # Buffers and carried state are (np.empty, np.ascontiguousarray), and are indexed directly;
     # column parts of those are read from them (see emit); other arrays (views, inputs) are read by
     # rows through np.ascontiguousarray, a view when the row's elements are adjacent. A row view
     # costs reference counting, so it is not taken when not needed (a tiny loop feels it).
     contiguous = {v.expr for v in arrays if v.kind in ("buffer", "state")} | {v.expr for v in results.values()}
-    setup, rows, flags, fast_at, general_at = [], [], [], {}, {}
+    setup, rows, at = [], [], {}
+    n = f"{name[sink.expr]}.shape[{rank - 1}]" if rank else ""
+    leading: dict[str, list[str]] = {}  # parameter -> its index along each axis but the last
+    # Arrays read at the sink's index: not column parts, nor an array only read through its parts.
+    direct = {v.expr for op in ops for v in _inputs(g, lazy, op) if v is not None} - set(columns)
+    outputs = {v.expr for v in results.values()}
+    narrow = []  # (result, the wide array the loop writes it to)
+    for v in arrays:
+        p = name[v.expr]
+        if v.expr in columns:
+            continue
+        if v.expr not in full and v.rank > 0:
+            if v.expr in outputs:
+                setup.append(f"w{p} = _r.widen({p}, {n})")
+                narrow.append((p, f"w{p}"))
+            elif v.expr in direct:
+                setup.append(f"{p} = _r.spread({p}, {n})")
+        leading[p] = []
+        for axis in range(v.rank - 1):
+            d = rank - v.rank + axis
+            if v.expr in full:
+                leading[p].append(idx[d])
+            else:
+                setup.append(f"f{p}_{axis} = 1 if {p}.shape[{axis}] != 1 else 0")
+                leading[p].append(f"{idx[d]} * f{p}_{axis}")
     for v in arrays:
         p = name[v.expr]
         if v.rank == 0:
-            fast_at[p] = general_at[p] = f"{p}[()]"
-            continue
-        general = []
-        for axis in range(v.rank):
-            d = rank - v.rank + axis
-            if v.expr in full:
-                general.append(idx[d])
-            else:
-                setup.append(f"f{p}_{axis} = 1 if {p}.shape[{axis}] != 1 else 0")
-                general.append(f"{idx[d]} * f{p}_{axis}")
-        if v.expr not in full:
-            flags.append(f"f{p}_{v.rank - 1}")
-        general_at[p] = f"{p}[{', '.join(general)}]"
-        if v.expr in contiguous:
-            fast_at[p] = f"{p}[{', '.join(general[:-1] + [idx[-1]])}]"
+            at[p] = f"{p}[()]"
+        elif v.expr in contiguous:
+            target = f"w{p}" if (p, f"w{p}") in narrow else p
+            at[p] = f"{target}[{', '.join(leading[p] + [idx[-1]])}]"
         elif v.expr in columns:  # the same leading axes as its whole array, so the same indices
             # The column index is unsigned (first >= 0: Split's offsets): a signed one gets Numba's
             # code for negative indices, which turns the vector loads into gathers (LSTM gates at
             # batch 1: 0.25 against 0.35 µs).
             whole, first = columns[v.expr]
-            fast_at[p] = f"{name[whole]}[{', '.join(general[:-1] + [f'np.uint64({first} + {idx[-1]})'])}]"
+            at[p] = f"{name[whole]}[{', '.join(leading[name[whole]] + [f'np.uint64({first} + {idx[-1]})'])}]"
         else:
-            row = f"np.ascontiguousarray({p}[{', '.join(general[:-1])}])" if v.rank > 1 else f"np.ascontiguousarray({p})"
+            row = f"np.ascontiguousarray({p}[{', '.join(leading[p])}])" if v.rank > 1 else f"np.ascontiguousarray({p})"
             (rows if v.rank > 1 else setup).append(f"r{p} = {row}")
-            fast_at[p] = f"r{p}[{idx[-1]}]"
-
-    def element(at: dict[str, str]) -> list[str]:
-        lines = []
-        for k, op in enumerate(ops):
-            ins = _inputs(g, lazy, op)
-            exprs = ["" if v is None else v.expr if v.kind in ("scalar", "lazy") else at[name[v.expr]] for v in ins]
-            out = op.outputs[0]
-            dtype = lazy[out].dtype
-            try:
-                value = scalar_expr(op.op_type, op.attrs, [None if v is None else v.dtype for v in ins], dtype, exprs)
-            except NoScalarRule as e:
-                raise NoRule(str(e)) from None
-            # Held in its own dtype, as an array would hold it: int32 arithmetic wraps at 32 bits.
-            lines.append(f"{lazy[out].expr} = {dtype_name(dtype)}({value})")
-            if out in results:
-                lines.append(f"{at[name[results[out].expr]]} = {lazy[out].expr}")
-        return lines
+            at[p] = f"r{p}[{idx[-1]}]"
 
     lines = ['@njit(cache=True, nogil=True, error_model="numpy")',
-             f"def FUNCTION({', '.join([*name.values(), *(q for _, q in columns.values())])}):",
+             f"def FUNCTION({', '.join([*(p for e, p in name.items() if e not in columns), *(q for _, q in columns.values())])}):",
              f'    """{" ".join(op.op_type for op in ops)} over rank {rank}"""']
     lines += ["    " + line for line in setup]
-    if rank == 0:
-        return "\n".join(lines + ["    " + line for line in element(general_at)])
-    sink_p = name[sink.expr]
-    for d in range(rank - 1):
-        lines.append("    " * (d + 1) + f"for {idx[d]} in range({sink_p}.shape[{d}]):")
-    pad = "    " * rank
-    last = f"for {idx[-1]} in range({sink_p}.shape[{rank - 1}]):"
-    fast = [pad + "    " + line for line in rows] + [pad + "    " + last]
-    fast += [pad + "        " + line for line in element(fast_at)]
-    if flags:
-        lines += [pad + f"if {' and '.join(f'{f} == 1' for f in flags)}:", *fast, pad + "else:", pad + "    " + last]
-        lines += [pad + "        " + line for line in element(general_at)]
-    else:
-        lines += [line[4:] for line in fast]
+    for d in range(rank):
+        lines += ["    " * (d + 1) + line for line in rows] if d == rank - 1 else []
+        lines.append("    " * (d + 1) + f"for {idx[d]} in range({name[sink.expr]}.shape[{d}]):")
+    for k, op in enumerate(ops):
+        ins = _inputs(g, lazy, op)
+        exprs = ["" if v is None else v.expr if v.kind in ("scalar", "lazy") else at[name[v.expr]] for v in ins]
+        out = op.outputs[0]
+        dtype = lazy[out].dtype
+        try:
+            value = scalar_expr(op.op_type, op.attrs, [None if v is None else v.dtype for v in ins], dtype, exprs)
+        except NoScalarRule as e:
+            raise NoRule(str(e)) from None
+        # Held in its own dtype, as an array would hold it: int32 arithmetic wraps at 32 bits.
+        pad = "    " * (rank + 1)
+        lines.append(f"{pad}{lazy[out].expr} = {dtype_name(dtype)}({value})")
+        if out in results:
+            lines.append(f"{pad}{at[name[results[out].expr]]} = {lazy[out].expr}")
+    lines += [f"    _r.narrow({p}, {wide})" for p, wide in narrow]
     return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 
@@ -44,7 +45,6 @@ def put(dst, src):
         i += 1
 
 
-
 @njit("void(int64[::1], int64, int64, int64, int64)", cache=True, nogil=True)
 def stop(status, code, t, a, b):
     """Stop the kernel with error `code` at iteration t, details a and b (see kernel.KernelModule).
@@ -60,3 +60,39 @@ def stop(status, code, t, a, b):
     raise RuntimeError("rnnloop kernel error")
 
 
+
+# A fused loop nest (fusion._function) reads and writes every array at its own index along the last
+# axis, so that it vectorises. These give it arrays as long as its output along that axis.
+
+@njit(cache=True, nogil=True)
+def spread(x, n):
+    """x, or when its last axis has size 1 (not n), x repeated n times along it, in a new array."""
+    if x.shape[-1] == n:
+        return x
+    out = np.empty(x.shape[:-1] + (n,), x.dtype)
+    flat = out.reshape(-1)
+    i = 0
+    for value in x.flat:
+        flat[i:i + n] = value
+        i += n
+    return out
+
+
+@njit(cache=True, nogil=True)
+def widen(out, n):
+    """Where to write `out` along a last axis of n: out itself, or when its last axis has size 1 (its
+    elements computed n times over), a scratch array that narrow() copies back."""
+    if out.shape[-1] == n:
+        return out
+    return np.empty(out.shape[:-1] + (n,), out.dtype)
+
+
+@njit(cache=True, nogil=True)
+def narrow(out, wide):
+    """Copy the first of each row of widen()'s scratch array into `out` (nothing when it is `out`)."""
+    if wide.shape[-1] == out.shape[-1]:
+        return
+    flat = out.reshape(-1)
+    rows = wide.reshape(-1, wide.shape[-1])
+    for i in range(flat.size):
+        flat[i] = rows[i, 0]
