@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from helpers import parse, run, run_fused
@@ -57,7 +59,7 @@ def test_the_lstm_gates_are_one_nest():
     assert '"""Sigmoid Sigmoid Sigmoid Tanh Mul Mul Add Tanh Mul over rank 2"""' in source
 
 
-BROADCAST = parse("""
+BROADCAST_TEXT = """
 fuse (int64 M, float[1, 4] x0, float[3, 4] s) => (float[1, 4] x_final, float[M, 1, 4] a_seq, float[M, 3, 4] y_seq) {
     x_final, a_seq, y_seq = Loop(M, "", x0) <body = body (int64 i, bool c, float[1, 4] x) => (bool c_out, float[1, 4] x_next, float[1, 4] a, float[3, 4] y) {
         c_out = Identity(c)
@@ -66,7 +68,8 @@ fuse (int64 M, float[1, 4] x0, float[3, 4] s) => (float[1, 4] x_final, float[M, 
         x_next = Identity(a)
     }>
 }
-""")
+"""
+BROADCAST = parse(BROADCAST_TEXT)
 
 
 def test_a_member_smaller_than_the_sink_is_written_once_per_broadcast_row(backend):
@@ -117,6 +120,28 @@ def test_arrays_of_one_column_spread_across_the_nest(batch, backend):
     want = run(SPREAD, feeds, backend="interp")
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_a_nest_whose_inputs_do_not_broadcast_is_an_error_naming_the_member(backend):
+    text = BROADCAST_TEXT
+    for fixed, free in (("[3, 4] s", "[P, Q] s"), ("[M, 3, 4] y_seq", "[M, P, Q] y_seq"), ("[3, 4] y", "[P, Q] y")):
+        text = text.replace(fixed, free)
+    model = parse(text)
+    feeds = {"M": np.array(3), "x0": np.zeros((1, 4), np.float32), "s": np.zeros((3, 5), np.float32)}
+    with pytest.raises(rnnloop.RunError, match=r"Mul 'Mul_2'.*broadcast"):
+        run_fused(model, feeds, backend)
+
+
+def test_views_nobody_reads_are_not_built_and_sizes_are_checked_once():
+    """The LSTM's gate parts are read from the gates at their columns, and the input row by the
+    hoisted product: no view is built for them. The gates' nest checks each axis once, though its
+    members meet the batch size four times."""
+    model, _ = lstm_loop(batch=1, input_size=4, hidden=8, steps=3)
+    [(_, source)] = rnnloop.load(model).kernel_sources()
+    assert not re.search(r"^ +v_(gi|go_|gf|gc|x) = ", source, re.M)
+    start = source.index("# fused: Sigmoid")
+    nest = source[start:source.index("op2(", start)]
+    assert nest.count("_r.broadcast_dim(") == 2
 
 
 COLUMNS_TEXT = """

@@ -130,20 +130,30 @@ def emit(g, ops: list[Op], materialized: set[str]) -> dict[str, Var]:
 
 
 def _broadcast_dims(g, op: Op, arrays: list[Var], rank: int) -> list[str]:
-    """Expressions of the broadcast output dims, checked: NumPy's rules, axis by axis from the right."""
+    """Expressions of the broadcast output dims, checked: NumPy's rules, axis by axis from the right.
+
+    A size already taken into a checked dim (LoopGen.dim_sizes) needs no second check: in an LSTM's
+    gates, every member meets the batch size of the gates again, and one check per axis is enough.
+    """
     dims = []
     for d in range(rank):
-        sizes = [v.dim(v.rank - rank + d) for v in arrays if v.rank - rank + d >= 0]
-        if len(sizes) == 1:
-            dims.append(sizes[0])
-            continue
-        dim = g.body.fresh(f"d{d}")
-        expr = sizes[0]
-        for size in sizes[1:]:
-            expr = f"_r.broadcast_dim({expr}, {size})"
-        g.body(f"{dim} = {expr}")
-        g.fail_if(f"{dim} < 0", op, f"the input shapes do not broadcast (axis {d} of the output)")
-        dims.append(dim)
+        dim, covered = None, frozenset()
+        for v in arrays:
+            if v.rank - rank + d < 0:
+                continue
+            size = v.dim(v.rank - rank + d)
+            sizes = g.dim_sizes.get(size, frozenset([size]))
+            if size == "1" or sizes <= covered:
+                continue
+            if dim is None or covered <= sizes:
+                dim, covered = size, sizes
+                continue
+            checked = g.body.fresh(f"d{d}")
+            g.body(f"{checked} = _r.broadcast_dim({dim}, {size})")
+            dim, covered = checked, covered | sizes
+            g.fail_if(f"{dim} < 0", op, f"the input shapes do not broadcast (axis {d} of the output)")
+            g.dim_sizes[dim] = covered
+        dims.append(dim or "1")
     return dims
 
 
@@ -217,8 +227,9 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
             (rows if v.rank > 1 else setup).append(f"r{p} = {row}")
             at[p] = f"r{p}[{idx[-1]}]"
 
+    params = [p for e, p in name.items() if e not in columns]
     lines = ['@njit(cache=True, nogil=True, error_model="numpy")',
-             f"def FUNCTION({', '.join([*(p for e, p in name.items() if e not in columns), *(q for _, q in columns.values())])}):",
+             f"def FUNCTION({', '.join([*params, *(q for _, q in columns.values())])}):",
              f'    """{" ".join(op.op_type for op in ops)} over rank {rank}"""']
     lines += ["    " + line for line in setup]
     for d in range(rank):

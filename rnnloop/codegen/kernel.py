@@ -10,6 +10,7 @@ turns the code into a message naming the op (see KernelModule.error).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -142,6 +143,9 @@ class LoopGen:
         # product): view -> (that array, the first column). Fused loop nests read them from it.
         self.column_parts: dict[str, tuple[Var, str]] = {}
         self._panels: dict[str, str] = {}  # invariant matrix expression -> its panels (see panels())
+        self.views: set[str] = set()  # names defined by view()
+        # Checked broadcast dims (fusion._broadcast_dims): name -> the sizes it is the broadcast of.
+        self.dim_sizes: dict[str, frozenset[str]] = {}
         self._prepacked: set[str] = set()  # panels packed at load, passed in
         self.graph: Graph = loop.body
         self.slice_info: dict[str, tuple] = {}
@@ -244,6 +248,14 @@ class LoopGen:
             shp = shape_tuple(shape)
             with self.body.block(f"if {name}.shape != {shp}:"):
                 self.body(f"{name} = np.empty({shp}, {dtype_name(dtype)})")
+        return name
+
+    def view(self, hint: str, expr: str) -> str:
+        """A new name for `expr`, a view that cannot fail (a basic slice, a transpose); its line is
+        dropped from the function if nothing reads the name (drop_unused_views)."""
+        name = self.body.fresh(hint)
+        self.body(f"{name} = {expr}")
+        self.views.add(name)
         return name
 
     def fail_if(self, condition: str, op: Op | None, message: str, a: str = "0", b: str = "0",
@@ -427,12 +439,25 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
              *emit.lines,
              *g.post.lines,
              f"    return ({', '.join(outputs)}{',' if len(outputs) == 1 else ''})"]
-    module.functions.append("\n".join(lines))
+    module.functions.append("\n".join(drop_unused_views(lines, g.views)))
     # (A carried sequence only exists in the outermost loop, whose caller does not ask for this.)
     out_types = [(t.dtype, len(t.shape)) for name, _, t in carried if name not in g.sequences]
     out_types += [(g.values[n].dtype, g.values[n].rank + (0 if s.concat else 1))
                   for n, s in zip(stacked_values, loop.stacked)]
     return fn_name, g.constants, out_types
+
+
+def drop_unused_views(lines: list[str], views: set[str]) -> list[str]:
+    """`lines` without the definitions of the views nobody reads. A view's shape is often all that
+    is asked of it, and rules give it as its source's (an LSTM's four gate parts, the input row of a
+    hoisted product); Numba would still build each one, a few hundred instructions apiece."""
+    while True:
+        text = "\n".join(lines)
+        dead = {v for v in views if len(re.findall(rf"\b{v}\b", text)) == 1}
+        if not dead:
+            return lines
+        lines = [line for line in lines if line.strip().split(" = ", 1)[0] not in dead]
+        views = views - dead
 
 
 def _carried_sequence(g: LoopGen, name: str, nxt: str, params: list[str], outermost: bool) -> tuple:
@@ -495,13 +520,14 @@ def _slice_part(g: LoopGen, name: str, spec, src: str, t: TensorType) -> None:
     axis, rank, start, count = g.slice_info[src]
     k = f"{count} - 1 - t" if spec.reverse else "t"
     offset = f"{start} + ({k}) * {spec.stride}" if spec.stride != 1 else f"{start} + {k}"
-    view = g.body.fresh(f"part_{name}")
     index = f"{offset}:{offset} + {spec.part}" if spec.keep_axis else offset
     if rank == 1 and not spec.keep_axis:  # a part of a vector is a 0-d array, not an element
-        g.body(f"{view} = {src}[{offset}:{offset} + 1].reshape(())")
+        view = g.view(f"part_{name}", f"{src}[{offset}:{offset} + 1].reshape(())")
     else:
-        g.body(f"{view} = {src}[{_index(rank, axis, index)}]")
-    g.define(name, Var(view, t.dtype, len(t.shape), "view"))
+        view = g.view(f"part_{name}", f"{src}[{_index(rank, axis, index)}]")
+    dims = tuple(str(spec.part) if a == axis else f"{src}.shape[{a}]" for a in range(rank)
+                 if spec.keep_axis or a != axis)
+    g.define(name, Var(view, t.dtype, len(t.shape), "view", dims))
     if not spec.keep_axis or spec.part == 1:
         rows = src
         if axis != 0:  # rows along the sliced axis: a view with that axis first

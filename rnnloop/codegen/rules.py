@@ -102,14 +102,13 @@ def emit_gather(g: LoopGen, op: Op, ins: list[Var | None], axis: int = 0) -> lis
     dtype, rank = _out(g, op, x.rank - 1 + indices.rank, x.dtype)
     if indices.kind == "scalar" or indices.rank == 0:
         k = _checked_index(g, op, indices.item(), x.dim(axis))
-        view = g.body.fresh(f"v_{op.outputs[0]}")
         if x.rank == 1:  # one element of a vector, kept a 0-d array
-            g.body(f"{view} = {x.expr}[{k}:{k} + 1].reshape(())")
+            view = g.view(f"v_{op.outputs[0]}", f"{x.expr}[{k}:{k} + 1].reshape(())")
         else:
-            g.body(f"{view} = {x.expr}[{_index(x.rank, axis, k)}]")
+            view = g.view(f"v_{op.outputs[0]}", f"{x.expr}[{_index(x.rank, axis, k)}]")
         if axis == 0 and x.kind == "invariant":
             g.add_rows(op.outputs[0], x, k)  # x_t = X[i]: products with it can be hoisted
-        return [Var(view, dtype, rank, "view")]
+        return [Var(view, dtype, rank, "view", tuple(x.dim(a) for a in range(x.rank) if a != axis))]
     if indices.rank != 1:
         raise NoRule("Gather with indices of rank > 1 is not compiled yet")
     dims = [x.dim(a) for a in range(axis)] + [indices.dim(0)] + [x.dim(a) for a in range(axis + 1, x.rank)]
@@ -151,8 +150,7 @@ def emit_slice(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         g.body(f"{s}, {c} = _r.slice_range({starts.expr}[{j}], {ends.expr}[{j}], {step}, {n})")
         first[axis] = f"{s}::{step}"
         second[axis] = f":{c}"
-    view = g.body.fresh(f"v_{op.outputs[0]}")
-    g.body(f"{view} = {x.expr}[{', '.join(first)}][{', '.join(second)}]")
+    view = g.view(f"v_{op.outputs[0]}", f"{x.expr}[{', '.join(first)}][{', '.join(second)}]")
     return [Var(view, x.dtype, x.rank, "view")]
 
 
@@ -182,9 +180,8 @@ def emit_squeeze(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     axes = {_axis(a, x.rank) for a in axes}
     for a in sorted(axes):
         g.fail_if(f"{x.dim(a)} != 1", op, f"cannot squeeze axis {a} of size {{a}}", a=x.dim(a))
-    view = g.body.fresh(f"v_{op.outputs[0]}")
     index = ["0" if a in axes else ":" for a in range(x.rank)]
-    g.body(f"{view} = {x.expr}[{', '.join(index)}]")
+    view = g.view(f"v_{op.outputs[0]}", f"{x.expr}[{', '.join(index)}]")
     kept = g.kept_rows.get(op.inputs[0])
     if kept is not None and axes == {kept[2]}:  # a slice's part without its axis: a row, hoistable
         g.add_rows(op.outputs[0], kept[0], kept[1])
@@ -213,8 +210,8 @@ def emit_unsqueeze(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         src = g.body.fresh("s")
         g.body(f"{src} = np.full((), {x.expr}, {dtype_name(x.dtype)})")
     index = ["np.newaxis" if a in axes else ":" for a in range(rank)]
-    view = g.body.fresh(f"v_{op.outputs[0]}")
-    g.body(f"{view} = {src}[{', '.join(index)}]" if x.rank else f"{view} = {src}.reshape({shape_tuple(['1'] * rank)})")
+    view = g.view(f"v_{op.outputs[0]}",
+                  f"{src}[{', '.join(index)}]" if x.rank else f"{src}.reshape({shape_tuple(['1'] * rank)})")
     return [Var(view, x.dtype, rank, "view")]
 
 
@@ -226,9 +223,8 @@ def emit_transpose(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     perm = list(range(x.rank))[::-1] if perm is None else [int(p) for p in perm]
     if sorted(perm) != list(range(x.rank)):
         raise NoRule(f"perm {perm} is not a permutation of the axes")
-    view = g.body.fresh(f"v_{op.outputs[0]}")
-    g.body(f"{view} = {x.expr}.transpose({shape_tuple([str(p) for p in perm])})" if x.rank > 1
-           else f"{view} = {x.expr}")
+    view = g.view(f"v_{op.outputs[0]}", f"{x.expr}.transpose({shape_tuple([str(p) for p in perm])})"
+                  if x.rank > 1 else x.expr)
     return [Var(view, x.dtype, x.rank, "view")]
 
 
@@ -256,9 +252,9 @@ def emit_split(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         g.fail_if(f"{n} - {k - 1} * {part} < 0", op, f"axis size {{a}} cannot give {k} parts", a=n)
     outs, offset = [], "0"
     for j, size in enumerate(sizes):
-        view = emit.fresh(f"v_{op.outputs[j] or 'part'}")
-        emit(f"{view} = {x.expr}[{_index(x.rank, axis, f'{offset}:{offset} + {size}')}]")
-        outs.append(Var(view, x.dtype, x.rank, "view"))
+        view = g.view(f"v_{op.outputs[j] or 'part'}",
+                      f"{x.expr}[{_index(x.rank, axis, f'{offset}:{offset} + {size}')}]")
+        outs.append(Var(view, x.dtype, x.rank, "view", tuple(size if a == axis else x.dim(a) for a in range(x.rank))))
         # Columns of a C-contiguous array, read from it by a fused nest, which needs them as wide as
         # its output: so only parts of a fixed width above 1 (fusion._function).
         if axis == x.rank - 1 and x.kind in ("buffer", "state") and size.isdigit() and int(size) > 1:
