@@ -32,11 +32,12 @@ class Var:
     rank: int
     kind: str = "view"
     shape: tuple[str, ...] | None = None  # dim expressions, for values with no array to ask
+    value: str | None = None  # for a rank-0 array, an expression of its element that does not read it
 
     def item(self) -> str:
         """An expression for the single element of a rank-0 value."""
         assert self.rank == 0, self
-        return self.expr if self.kind == "scalar" else f"{self.expr}[()]"
+        return self.value or (self.expr if self.kind == "scalar" else f"{self.expr}[()]")
 
     def dim(self, axis: int) -> str:
         return self.shape[axis] if self.shape is not None else f"{self.expr}.shape[{axis}]"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ..ir import Graph, Op
 from .emitter import NoRule, Var, dtype_name
+from .kernel import HELPER
 from .scalar import ELEMENTWISE, scalar_expr
 from .scalar import NoRule as NoScalarRule
 
@@ -228,7 +229,7 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
             at[p] = f"r{p}[{idx[-1]}]"
 
     params = [p for e, p in name.items() if e not in columns]
-    lines = ['@njit(cache=True, nogil=True, error_model="numpy")',
+    lines = [HELPER,
              f"def FUNCTION({', '.join([*params, *(q for _, q in columns.values())])}):",
              f'    """{" ".join(op.op_type for op in ops)} over rank {rank}"""']
     lines += ["    " + line for line in setup]

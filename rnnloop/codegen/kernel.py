@@ -38,6 +38,12 @@ def emits(*op_types: str):
     return register
 
 
+# Decorators of the generated functions. Only the kernel is called from Python; the functions it
+# calls (fused nests, reductions, inner loops) need neither Numba's Python wrapper nor its C one,
+# and building them was a tenth of an LSTM kernel's compile time.
+ENTRY = '@njit(cache=True, nogil=True, error_model="numpy", no_cfunc_wrapper=True)'
+HELPER = '@njit(cache=True, nogil=True, error_model="numpy", no_cfunc_wrapper=True, no_cpython_wrapper=True)'
+
 # The kernel reports errors in an int64 status array: [code, iteration, detail a, detail b, code of
 # the op running, rank r of two shapes, the r dims of one shape, the r dims of the other].
 MAX_RANK = 8
@@ -143,7 +149,7 @@ class LoopGen:
         # product): view -> (that array, the first column). Fused loop nests read them from it.
         self.column_parts: dict[str, tuple[Var, str]] = {}
         self._panels: dict[str, str] = {}  # invariant matrix expression -> its panels (see panels())
-        self.views: set[str] = set()  # names defined by view()
+        self.owned: dict[str, set[str]] = {}  # name -> the lines that only serve it (droppable)
         # Checked broadcast dims (fusion._broadcast_dims): name -> the sizes it is the broadcast of.
         self.dim_sizes: dict[str, frozenset[str]] = {}
         self._prepacked: set[str] = set()  # panels packed at load, passed in
@@ -252,11 +258,15 @@ class LoopGen:
 
     def view(self, hint: str, expr: str) -> str:
         """A new name for `expr`, a view that cannot fail (a basic slice, a transpose); its line is
-        dropped from the function if nothing reads the name (drop_unused_views)."""
+        dropped from the function if nothing reads the name (drop_unused)."""
         name = self.body.fresh(hint)
-        self.body(f"{name} = {expr}")
-        self.views.add(name)
+        self.droppable(name, self.body, f"{name} = {expr}")
         return name
+
+    def droppable(self, name: str, emitter: Emitter, line: str) -> None:
+        """Emit `line`, which only serves `name`: dropped if no other line mentions the name."""
+        emitter(line)
+        self.owned.setdefault(name, set()).add(line)
 
     def fail_if(self, condition: str, op: Op | None, message: str, a: str = "0", b: str = "0",
                 shapes: tuple[str, str, int] | None = None, fallback: bool = False) -> None:
@@ -388,16 +398,18 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
                       "they must all agree",
                       shapes=(shape_tuple(counts), shape_tuple(counts), len(counts)))
     used = {n for op in loop.body.ops for n in op.inputs} | set(loop.body.outputs)
+    # The iteration number and incoming condition are t and cond; the 0-d arrays holding them are
+    # dropped unless some op reads them as arrays (a fused nest).
     if loop.body_iteration and b_in[0] in used:
         it = pre.fresh("iteration")
-        pre(f"{it} = np.empty((), np.int64)")
-        emit(f"{it}[()] = t")
-        g.define(b_in[0], Var(it, np.dtype(np.int64), 0, "param"))
+        g.droppable(it, pre, f"{it} = np.empty((), np.int64)")
+        g.droppable(it, emit, f"{it}[()] = t")
+        g.define(b_in[0], Var(it, np.dtype(np.int64), 0, "param", value="t"))
     if loop.body_cond_in and b_in[loop.body_iteration] in used:
         cin = pre.fresh("cond_in")
-        pre(f"{cin} = np.empty((), np.bool_)")
-        emit(f"{cin}[()] = cond")
-        g.define(b_in[loop.body_iteration], Var(cin, np.dtype(np.bool_), 0, "param"))
+        g.droppable(cin, pre, f"{cin} = np.empty((), np.bool_)")
+        g.droppable(cin, emit, f"{cin}[()] = cond")
+        g.define(b_in[loop.body_iteration], Var(cin, np.dtype(np.bool_), 0, "param", value="cond"))
 
     g.fail_if("max_iter >= 0 and t >= max_iter", None,
               "still running after {t} iterations, the session's max_iterations; "
@@ -430,7 +442,7 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
                 for k, (stack, spec) in enumerate(zip(stacks, loop.stacked))]
     # Hoisted work runs only when the body would, so that it raises no error the body would not.
     hoisted = ["    if limit != 0 and cond and max_iter != 0:", *g.hoist.lines] if g.hoist.lines else []
-    lines = ['@njit(cache=True, nogil=True, error_model="numpy")',
+    lines = [ENTRY if fn_name == "kernel" else HELPER,
              f"def {fn_name}({', '.join(params)}):",
              f'    """{code_text(loop.where())}"""',
              *pre.lines,
@@ -439,7 +451,7 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
              *emit.lines,
              *g.post.lines,
              f"    return ({', '.join(outputs)}{',' if len(outputs) == 1 else ''})"]
-    module.functions.append("\n".join(drop_unused_views(lines, g.views)))
+    module.functions.append("\n".join(drop_unused(lines, g.owned)))
     # (A carried sequence only exists in the outermost loop, whose caller does not ask for this.)
     out_types = [(t.dtype, len(t.shape)) for name, _, t in carried if name not in g.sequences]
     out_types += [(g.values[n].dtype, g.values[n].rank + (0 if s.concat else 1))
@@ -447,17 +459,20 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     return fn_name, g.constants, out_types
 
 
-def drop_unused_views(lines: list[str], views: set[str]) -> list[str]:
-    """`lines` without the definitions of the views nobody reads. A view's shape is often all that
-    is asked of it, and rules give it as its source's (an LSTM's four gate parts, the input row of a
-    hoisted product); Numba would still build each one, a few hundred instructions apiece."""
+def drop_unused(lines: list[str], owned: dict[str, set[str]]) -> list[str]:
+    """`lines` without the lines of names (LoopGen.droppable) that no other line mentions.
+
+    A view's shape is often all that is asked of it, and rules give it as its source's (an LSTM's
+    four gate parts, the input row of a hoisted product); Numba would still build each one, a few
+    hundred instructions apiece. Likewise the 0-d arrays of the iteration number and condition."""
     while True:
-        text = "\n".join(lines)
-        dead = {v for v in views if len(re.findall(rf"\b{v}\b", text)) == 1}
+        dead = {name for name, own in owned.items()
+                if all(line.strip() in own for line in lines if re.search(rf"\b{name}\b", line))}
         if not dead:
             return lines
-        lines = [line for line in lines if line.strip().split(" = ", 1)[0] not in dead]
-        views = views - dead
+        drop = set().union(*(owned[name] for name in dead))
+        lines = [line for line in lines if line.strip() not in drop]
+        owned = {name: own for name, own in owned.items() if name not in dead}
 
 
 def _carried_sequence(g: LoopGen, name: str, nxt: str, params: list[str], outermost: bool) -> tuple:

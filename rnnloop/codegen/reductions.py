@@ -23,11 +23,10 @@ import numpy as np
 
 from ..ir import Op
 from .emitter import Emitter, NoRule, Var, dtype_name, literal
-from .kernel import MAX_RANK, LoopGen, emits, matmul_call
+from .kernel import HELPER, MAX_RANK, LoopGen, emits, matmul_call
 
 COMPILED = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
 _F32 = np.dtype(np.float32)
-_HEADER = '@njit(cache=True, nogil=True, error_model="numpy")'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,7 +77,7 @@ def _at(parts: list[str]) -> str:
 def _function(params: list[str], doc: str) -> Emitter:
     """A helper's source up to its docstring; the caller writes the body at depth 1."""
     e = Emitter()
-    e(_HEADER)
+    e(HELPER)
     e(f"def FUNCTION({', '.join(params)}):")
     e.depth = 1
     e(f'"""{doc}"""')

@@ -96,3 +96,4 @@ def narrow(out, wide):
     rows = wide.reshape(-1, wide.shape[-1])
     for i in range(flat.size):
         flat[i] = rows[i, 0]
+
