@@ -135,6 +135,7 @@ def _broadcast_dims(g, op: Op, arrays: list[Var], rank: int) -> list[str]:
 
     A size already taken into a checked dim (LoopGen.dim_sizes) needs no second check: in an LSTM's
     gates, every member meets the batch size of the gates again, and one check per axis is enough.
+    Nor do sizes checked together earlier in the iteration, or before the loop (LoopGen.checked_dims).
     """
     dims = []
     for d in range(rank):
@@ -149,11 +150,18 @@ def _broadcast_dims(g, op: Op, arrays: list[Var], rank: int) -> list[str]:
             if dim is None or covered <= sizes:
                 dim, covered = size, sizes
                 continue
+            covered = covered | sizes
+            known = g.checked_dims.get(covered)
+            if known is not None and (known[1] is g.hoist or known[1] is g.body):
+                dim = known[0]  # checked earlier in the iteration (or before the loop)
+                continue
             checked = g.body.fresh(f"d{d}")
             g.body(f"{checked} = _r.broadcast_dim({dim}, {size})")
-            dim, covered = checked, covered | sizes
+            dim = checked
             g.fail_if(f"{dim} < 0", op, f"the input shapes do not broadcast (axis {d} of the output)")
             g.dim_sizes[dim] = covered
+            if g.body.depth == 2:  # not inside a block that may not run
+                g.checked_dims[covered] = (dim, g.body)
         dims.append(dim or "1")
     return dims
 

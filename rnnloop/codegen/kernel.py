@@ -150,8 +150,11 @@ class LoopGen:
         self.column_parts: dict[str, tuple[Var, str]] = {}
         self._panels: dict[str, str] = {}  # invariant matrix expression -> its panels (see panels())
         self.owned: dict[str, set[str]] = {}  # name -> the lines that only serve it (droppable)
+        self._buffer_dims: dict[str, tuple[str, ...]] = {}  # buffer -> the sizes it is allocated with
         # Checked broadcast dims (fusion._broadcast_dims): name -> the sizes it is the broadcast of.
         self.dim_sizes: dict[str, frozenset[str]] = {}
+        # The checked dim of each set of sizes, and the emitter (hoist or body) it was made in.
+        self.checked_dims: dict[frozenset[str], tuple[str, Emitter]] = {}
         self._prepacked: set[str] = set()  # panels packed at load, passed in
         self.graph: Graph = loop.body
         self.slice_info: dict[str, tuple] = {}
@@ -249,6 +252,7 @@ class LoopGen:
     def buffer(self, hint: str, dtype: np.dtype, shape: list[str]) -> str:
         """A buffer written by one op each iteration: allocated once, again only if its shape changes."""
         name = self.body.fresh(f"b_{hint}")
+        self._buffer_dims[name] = tuple(shape)
         self.pre(f"{name} = np.empty({shape_tuple(['0'] * len(shape))}, {dtype_name(dtype)})")
         if shape:
             shp = shape_tuple(shape)
@@ -307,6 +311,11 @@ class LoopGen:
         self.body(f"status[4] = {code}")
 
     def define(self, name: str, var: Var) -> None:
+        dims = self._buffer_dims.get(var.expr)
+        if var.kind == "buffer" and var.shape is None and dims is not None and len(dims) == var.rank:
+            # Its sizes by the expressions it was allocated with: broadcast checks then see that
+            # two buffers share a size (fusion._broadcast_dims).
+            var = replace(var, shape=dims)
         self.values[name] = var
 
     def var(self, name: str) -> Var | None:
@@ -770,10 +779,10 @@ def _rows_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> bool:
         body(matmul_call(f"{flat}[{lo} * {per}:{hi} * {per}]", b.expr, f"{chunk}[:{rows}]", panels=panels,
                          backwards="False"))
     body(f"{last} = {row}")
-    view = body.fresh(f"v_{name}")
-    body(f"{view} = {chunk}[({row} - {lo}) * {per}:({row} - {lo} + 1) * {per}].reshape("
-         f"{full.expr}.shape[1:-1] + ({n},))")
-    g.define(name, Var(view, dtype, rank, "view"))
+    mine = f"{chunk}[({row} - {lo}) * {per}:({row} - {lo} + 1) * {per}]"  # this row's [per, n] rows
+    # (already the product's shape when full is 3-d)
+    view = g.view(f"v_{name}", mine if full.rank == 3 else f"{mine}.reshape({full.expr}.shape[1:-1] + ({n},))")
+    g.define(name, Var(view, dtype, rank, "view", tuple(full.dim(d) for d in range(1, full.rank - 1)) + (n,)))
     return True
 
 

@@ -96,4 +96,3 @@ def narrow(out, wide):
     rows = wide.reshape(-1, wide.shape[-1])
     for i in range(flat.size):
         flat[i] = rows[i, 0]
-
