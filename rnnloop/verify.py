@@ -81,6 +81,15 @@ def _check_loop(graph: Graph, loop: Loop, problems: list[str]) -> None:
     for spec in loop.stacked:
         if spec.length is not None and spec.length < 0:
             problems.append(f"{where}: stacked output padded to a negative length {spec.length}")
+    for k, name in enumerate(loop.body_groups()[2]):
+        t = body.type_of(name)
+        if isinstance(t, TensorType) and t.shape is not None:
+            # After zero iterations a stacked output has the declared sizes: they must make an array.
+            try:
+                np.empty((0, *(d if isinstance(d, int) else 0 for d in t.shape)), t.dtype or np.float32)
+            except ValueError:
+                problems.append(f"{where}: stacked output {k} ('{name}') is declared with sizes "
+                                f"{list(t.shape)}, too large for any array")
     initial, _, _ = loop.input_groups()
     carried_in = body.inputs[n_params:n_params + loop.n_carried]
     _, carried_out, _ = loop.body_groups()

@@ -75,6 +75,19 @@ def test_truncated_weights_file_is_a_clear_error(tmp_path):
         rnnloop.load(_copy_fixture(tmp_path, bin_bytes=data[:100]))
 
 
+@pytest.mark.parametrize("size, message", [
+    (2**63, r"layer 12 'y_t': port 2 has a dimension of 9223372036854775808, beyond int64"),
+    (2**62, r"TensorIterator 'rnn'.*stacked output 0 .* too large for any array")])
+def test_sizes_no_array_can_have_are_a_clear_error(tmp_path, size, message):
+    """The stacked output's part declared [size, 1, 5]: it sets the output's sizes after zero
+    iterations, so it is refused at load by both backends (it crashed the kernel, found by fuzzing)."""
+    port = '<output><port id="2" precision="FP32"><dim>-1</dim><dim>1</dim><dim>5</dim></port></output>'
+    path = _copy_fixture(tmp_path, (port, port.replace("<dim>-1</dim>", f"<dim>{size}</dim>")))
+    for backend in ("interp", "numba"):
+        with pytest.raises(rnnloop.ModelError, match=message):
+            rnnloop.load(path, backend=backend)
+
+
 def test_truncated_xml_is_a_clear_error(tmp_path):
     path = tmp_path / "m.xml"
     path.write_text(FIXTURE.read_text()[:900])

@@ -197,7 +197,13 @@ def _declared_shape(text: str) -> tuple[int | None, ...] | None:
     text = text.replace(" ", "")
     if text == "...":
         return None
-    return tuple(int(d) if d.isdigit() else None for d in text.split(",")) if text else ()
+    dims = tuple(int(d) if d.isdigit() else None for d in text.split(",")) if text else ()
+    if any(d is not None and d > _MAX_DIM for d in dims):
+        raise ModelError(f"a shape of {text!r} has a dimension beyond int64")
+    return dims
+
+
+_MAX_DIM = 2**63 - 1
 
 
 def _ports(el: ET.Element | None, where: str) -> list[Port]:
@@ -206,7 +212,10 @@ def _ports(el: ET.Element | None, where: str) -> list[Port]:
         dims = []
         for d in p.findall("dim"):
             text = (d.text or "").strip()
-            dims.append(int(text) if text.lstrip("-").isdigit() and int(text) >= 0 else None)
+            dim = int(text) if text.lstrip("-").isdigit() and int(text) >= 0 else None
+            if dim is not None and dim > _MAX_DIM:
+                raise ModelError(f"{where}: port {p.get('id')} has a dimension of {dim}, beyond int64")
+            dims.append(dim)
         precision = p.get("precision", "")
         dtype = PRECISIONS.get(precision.upper())
         names = [n.strip() for n in p.get("names", "").split(",") if n.strip()]

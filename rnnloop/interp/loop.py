@@ -107,7 +107,8 @@ class StackedOutput:
 
 
 def _empty_parts(t: Any) -> np.ndarray:
-    """The buffer of a stacked output after zero iterations: right dtype and rank, no parts."""
+    """The buffer of a stacked output after zero iterations: right dtype and rank, no parts (sizes
+    that make no array were refused at load: verify._check_loop)."""
     if isinstance(t, TensorType) and t.shape is not None:
         dims = [d if isinstance(d, int) else 0 for d in t.shape]
         return np.empty((0, *dims), t.dtype or np.float32)
