@@ -144,6 +144,31 @@ def test_views_nobody_reads_are_not_built_and_sizes_are_checked_once():
     assert nest.count("_r.broadcast_dim(") == 2
 
 
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+@pytest.mark.parametrize("a, b, out", [([3, 4], [4], [3, 4]), ([3, 1], [1, 4], [3, 4]), ([4], [4], [4])])
+def test_one_binary_op_runs_as_the_runtime_helper(op, a, b, out, backend):
+    """A lone Add, Sub, Mul or Div of arrays of rank 1 or 2 (a bias added to a product) calls
+    runtime.binary_rows, compiled once per machine, instead of a nest compiled with the kernel."""
+    def dims(shape):
+        return ", ".join(map(str, shape))
+    model = parse(f"""
+    lone (int64 M, float[{dims(a)}] x, float[{dims(b)}] w) => (float[M, {dims(out)}] ys) {{
+        ys = Loop(M, "") <body = body (int64 i, bool c) => (bool c_out, float[{dims(out)}] y) {{
+            c_out = Identity(c)
+            y = {op}(x, w)
+        }}>
+    }}""")
+    rng = np.random.default_rng(7)
+    feeds = {"M": np.array(2), "x": rng.uniform(0.5, 2, a).astype(np.float32),
+             "w": rng.uniform(0.5, 2, b).astype(np.float32)}
+    if backend == "numba":
+        [(_, source)] = rnnloop.load(model).kernel_sources()
+        assert "_r.binary_rows(" in source and "def op1" not in source
+    got = run_fused(model, feeds, backend)
+    want = run(model, feeds, backend="interp")
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+
+
 COLUMNS_TEXT = """
 columns (int64 M, float[B, 6] x0, float[6, 9] w, float[R, 4] c) => (float[B, 6] x_final, float[M, Y, 4] y_seq) {
     x_final, y_seq = Loop(M, "", x0) <body = body (int64 i, bool c_in, float[B, 6] x) => (bool c_out, float[B, 6] x_next, float[Y, 4] y) {

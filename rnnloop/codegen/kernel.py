@@ -255,9 +255,7 @@ class LoopGen:
         self._buffer_dims[name] = tuple(shape)
         self.pre(f"{name} = np.empty({shape_tuple(['0'] * len(shape))}, {dtype_name(dtype)})")
         if shape:
-            shp = shape_tuple(shape)
-            with self.body.block(f"if {name}.shape != {shp}:"):
-                self.body(f"{name} = np.empty({shp}, {dtype_name(dtype)})")
+            self.body(f"{name} = _r.sized({name}, {shape_tuple(shape)})")
         return name
 
     def view(self, hint: str, expr: str) -> str:
@@ -549,8 +547,8 @@ def _slice_part(g: LoopGen, name: str, spec, src: str, t: TensorType) -> None:
         view = g.view(f"part_{name}", f"{src}[{offset}:{offset} + 1].reshape(())")
     else:
         view = g.view(f"part_{name}", f"{src}[{_index(rank, axis, index)}]")
-    dims = tuple(str(spec.part) if a == axis else f"{src}.shape[{a}]" for a in range(rank)
-                 if spec.keep_axis or a != axis)
+    # Without the sliced axis, the part has the other sizes of src (with it, its own).
+    dims = None if spec.keep_axis else tuple(f"{src}.shape[{a}]" for a in range(rank) if a != axis)
     g.define(name, Var(view, t.dtype, len(t.shape), "view", dims))
     if not spec.keep_axis or spec.part == 1:
         rows = src
@@ -585,7 +583,7 @@ def _stack_append(g: LoopGen, buf: str, v: Var, k: int) -> None:
         shape = shape_tuple([v.dim(a) for a in range(v.rank)])
     cap = "limit if 0 <= limit <= 65536 else 64"  # a trip count is only a bound when a condition may stop early
     with emit.block("if t == 0:"):
-        emit(f"{buf} = np.empty(({cap},) + {shape}, {buf}.dtype)")
+        emit(f"{buf} = np.empty(({cap},) + {shape}, {dtype_name(v.dtype)})")
     name = g.loop.outputs[g.loop.n_carried + k]
     rank = 0 if v.kind == "scalar" else v.rank
     g.fail_if(f"{buf}.shape[1:] != {shape}", None,
@@ -594,7 +592,7 @@ def _stack_append(g: LoopGen, buf: str, v: Var, k: int) -> None:
               shapes=(f"{buf}.shape[1:]", shape, rank))
     with emit.block(f"if t == {buf}.shape[0]:"):
         grown = emit.fresh("grown")
-        emit(f"{grown} = np.empty((2 * t,) + {buf}.shape[1:], {buf}.dtype)")
+        emit(f"{grown} = np.empty((2 * t,) + {buf}.shape[1:], {dtype_name(v.dtype)})")
         emit(f"_r.put({grown}[:t], {buf})")
         emit(f"{buf} = {grown}")
     if v.kind == "scalar":

@@ -44,7 +44,7 @@ import numpy as np
 from llvmlite import ir
 from numba import cfunc, njit, types
 from numba.core import cgutils
-from numba.extending import intrinsic, models, overload, register_model
+from numba.extending import intrinsic, models, register_model
 
 from . import blas
 
@@ -508,44 +508,40 @@ def require(dtype: str) -> None:
 MATMUL_PACKED = "matmul_packed_ilp64" if blas.ILP64 else "matmul_packed_lp64"  # the one kernels call
 
 
-def matmul_packed_ilp64(a, b, packed, out, backwards):
-    """blas.matmul_ilp64, with b also given as panels (pack): 1 to MAX_ROWS rows run on them.
-    Compiled code only (the call of a product's symbol, typed below).
-
-    `backwards` reads the panels in the opposite order (same result). A loop passes it on every
-    other step: when the weights overflow L2, the panels read last, still in cache, are then read
-    first, instead of each step evicting the panels the next one needs first. An LSTM step at
-    batch 1 and hidden size 256 (1 MiB of recurrent weights): 6.6 against 8.1 µs; 512: 35 against 46.
-    """
-    raise NotImplementedError("simd.matmul_packed_ilp64 runs in compiled code only")
-
-
-def matmul_packed_lp64(a, b, packed, out, backwards):
-    """blas.matmul_lp64, with b also given as panels (pack). Compiled code only."""
-    raise NotImplementedError("simd.matmul_packed_lp64 runs in compiled code only")
-
-
-def _product_call(ilp64: bool):
-    """The typing of matmul_packed_*: a call of _external(dtype) on the arrays' addresses, shapes and
-    strides. Typed in each process that compiles a caller, which registers the symbol; a caller
-    loaded from Numba's cache (a kernel) has called require() instead."""
-    def typed(a, b, packed, out, backwards):
-        dtypes = {a.dtype, b.dtype, packed.dtype, out.dtype}
-        if len(dtypes) != 1 or out.dtype not in (types.float32, types.float64):
+def _packed_product(ilp64: bool):
+    """matmul_packed_*: a call of _external(dtype) on the arrays' addresses, shapes and strides,
+    written directly where it is called (an intrinsic: nothing of its own to compile). Typing it
+    registers the symbol; a caller loaded from Numba's cache (a kernel) has called require()."""
+    @intrinsic
+    def product(typingctx, a, b, packed, out, backwards):
+        arrays = (a, b, packed, out)
+        if not all(isinstance(x, types.Array) for x in arrays) or [x.ndim for x in arrays] != [2, 2, 3, 2]:
+            return None
+        if len({x.dtype for x in arrays}) != 1 or out.dtype not in (types.float32, types.float64):
             return None  # no product of mixed or non-float dtypes: a typing error
-        product = _external(str(out.dtype))
-        family = 1 if ilp64 else 0
+        external = _external(str(out.dtype))
 
-        def impl(a, b, packed, out, backwards):
-            product(a.ctypes.data, a.shape[0], a.shape[1], a.strides[0], a.strides[1],
-                    b.ctypes.data, b.shape[0], b.shape[1], b.strides[0], b.strides[1],
-                    packed.ctypes.data, packed.shape[0], packed.shape[1], packed.shape[2],
-                    packed.strides[0], packed.strides[1], packed.strides[2],
-                    out.ctypes.data, out.shape[0], out.shape[1], out.strides[0], out.strides[1],
-                    family, 1 if backwards else 0)
-        return impl
-    return typed
+        def codegen(context, builder, signature, args):
+            intp = context.get_value_type(types.intp)
+            values = []
+            for ty, value in zip(arrays, args):
+                array = context.make_array(ty)(context, builder, value)
+                values.append(builder.ptrtoint(array.data, intp))
+                values += cgutils.unpack_tuple(builder, array.shape) + cgutils.unpack_tuple(builder, array.strides)
+            backwards_value = context.cast(builder, args[4], signature.args[4], types.boolean)
+            values += [ir.Constant(intp, 1 if ilp64 else 0), builder.zext(backwards_value, intp)]
+            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(intp, [intp] * len(values)),
+                                                      external.symbol)
+            builder.call(function, values)
+            return context.get_dummy_value()
+        return types.void(a, b, packed, out, backwards), codegen
+    return product
 
 
-overload(matmul_packed_ilp64, jit_options={"nogil": True})(_product_call(True))
-overload(matmul_packed_lp64, jit_options={"nogil": True})(_product_call(False))
+# blas.matmul_*, with b also given as panels (pack): 1 to MAX_ROWS rows run on them. `backwards`
+# reads the panels in the opposite order (same result). A loop passes it on every other step: when
+# the weights overflow L2, the panels read last, still in cache, are then read first, instead of
+# each step evicting the panels the next one needs first. An LSTM step at batch 1 and hidden size
+# 256 (1 MiB of recurrent weights): 6.6 against 8.1 µs; 512: 35 against 46. Compiled code only.
+matmul_packed_ilp64 = _packed_product(True)
+matmul_packed_lp64 = _packed_product(False)
