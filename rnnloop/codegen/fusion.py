@@ -196,7 +196,7 @@ def _inputs(g, lazy: dict[str, Var], op: Op) -> list[Var | None]:
 def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], arrays: list[Var],
               columns: dict[str, tuple[str, str]]) -> str:
     """The helper's source, named FUNCTION, with `arrays` but the column parts as parameters (p0, p1,
-    ...), then the first columns of `columns` (q0, q1, ...: see emit)
+    ...), then the first columns of `columns` (q0, q1, ...: see emit).
 
     It loops over the sink's shape; every other array is read (written) at the loop index, or at 0
     along a leading axis where it has size 1 (a flag per axis, found at run time). An array of size
@@ -265,8 +265,11 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
              f'    """{" ".join(op.op_type for op in ops)} over rank {rank}"""']
     lines += ["    " + line for line in setup]
     for d in range(rank):
-        lines += ["    " * (d + 1) + line for line in rows] if d == rank - 1 else []
-        lines.append("    " * (d + 1) + f"for {idx[d]} in range({name[sink.expr]}.shape[{d}]):")
+        pad = "    " * (d + 1)
+        if d == rank - 1:  # the row views, just outside the innermost loop
+            lines += [pad + line for line in rows]
+        lines.append(f"{pad}for {idx[d]} in range({name[sink.expr]}.shape[{d}]):")
+    pad = "    " * (rank + 1)
     for k, op in enumerate(ops):
         ins = _inputs(g, lazy, op)
         exprs = ["" if v is None else v.expr if v.kind in ("scalar", "lazy") else at[name[v.expr]] for v in ins]
@@ -277,7 +280,6 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
         except NoScalarRule as e:
             raise NoRule(str(e)) from None
         # Held in its own dtype, as an array would hold it: int32 arithmetic wraps at 32 bits.
-        pad = "    " * (rank + 1)
         lines.append(f"{pad}{lazy[out].expr} = {dtype_name(dtype)}({value})")
         if out in results:
             lines.append(f"{pad}{at[name[results[out].expr]]} = {lazy[out].expr}")
