@@ -107,7 +107,7 @@ def emit(g, ops: list[Op], materialized: set[str]) -> dict[str, Var]:
         name = op.outputs[0]
         lazy[name] = Var(f"e{k}", dtype, rank, "lazy", tuple(dims))
         if name in materialized:
-            results[name] = Var(g.buffer(name, dtype, dims), dtype, rank, "buffer")
+            results[name] = Var(g.buffer(name, dtype, dims), dtype, rank, "buffer", tuple(dims))
     if len(ops) == 1 and _binary_rows(g, ops[0], results):
         return results
     arrays = {v.expr: v for v in results.values()}  # the helper's parameters: outputs, then inputs
@@ -180,8 +180,9 @@ def _broadcast_dims(g, op: Op, arrays: list[Var], rank: int) -> list[str]:
                 continue
             checked = g.body.fresh(f"d{d}")
             g.body(f"{checked} = _r.broadcast_dim({dim}, {size})")
-            dim = checked
-            g.fail_if(f"{dim} < 0", op, f"the input shapes do not broadcast (axis {d} of the output)")
+            g.fail_if(f"{checked} < 0", op, f"the input shapes do not broadcast (axis {d} of the output)")
+            # Checked, sizes that include a fixed one above 1 broadcast to it.
+            dim = next((s for s in covered if s.isdigit() and int(s) > 1), checked)
             g.dim_sizes[dim] = covered
             if g.body.depth == 2:  # not inside a block that may not run
                 g.checked_dims[covered] = (dim, g.body)
@@ -199,11 +200,10 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
     ...), then the first columns of `columns` (q0, q1, ...: see emit).
 
     It loops over the sink's shape; every other array is read (written) at the loop index, or at 0
-    along a leading axis where it has size 1 (a flag per axis, found at run time). An array of size
-    1 along the last axis, where the sink is longer, is first spread along it (runtime.spread): the
-    innermost loop then reads every array at its own index, and vectorises. (A second, general copy
-    of the loop for such arrays cost a third of an LSTM kernel's compile time, for a case that
-    rarely happens: a [batch, 1] mask.)
+    along an axis where it has size 1 (a flag per axis, found at run time). The source holds one
+    loop: LLVM versions the innermost one on the last axis's flags (0 or 1), and its copy for flags
+    of 1 vectorises. (A general copy of the loop written out cost a third of an LSTM kernel's compile
+    time; spreading arrays of one column first, through a call, cost 5% of a GRU step at batch 1.)
     """
     sink = results[ops[-1].outputs[0]]
     rank = sink.rank
@@ -217,22 +217,16 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
     # costs reference counting, so it is not taken when not needed (a tiny loop feels it).
     contiguous = {v.expr for v in arrays if v.kind in ("buffer", "state")} | {v.expr for v in results.values()}
     setup, rows, at = [], [], {}
-    n = f"{name[sink.expr]}.shape[{rank - 1}]" if rank else ""
     leading: dict[str, list[str]] = {}  # parameter -> its index along each axis but the last
-    # Arrays read at the sink's index: not column parts, nor an array only read through its parts.
+    last: dict[str, str] = {}  # parameter -> its index along the last axis
+    # Arrays read or written at the sink's index: not column parts, nor an array only read through
+    # its parts.
     direct = {v.expr for op in ops for v in _inputs(g, lazy, op) if v is not None} - set(columns)
-    outputs = {v.expr for v in results.values()}
-    narrow = []  # (result, the wide array the loop writes it to)
+    direct |= {v.expr for v in results.values()}
     for v in arrays:
         p = name[v.expr]
-        if v.expr in columns:
+        if v.expr in columns or v.rank == 0:
             continue
-        if v.expr not in full and v.rank > 0:
-            if v.expr in outputs:
-                setup.append(f"w{p} = _r.widen({p}, {n})")
-                narrow.append((p, f"w{p}"))
-            elif v.expr in direct:
-                setup.append(f"{p} = _r.spread({p}, {n})")
         leading[p] = []
         for axis in range(v.rank - 1):
             d = rank - v.rank + axis
@@ -241,13 +235,16 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
             else:
                 setup.append(f"f{p}_{axis} = 1 if {p}.shape[{axis}] != 1 else 0")
                 leading[p].append(f"{idx[d]} * f{p}_{axis}")
+        last[p] = idx[-1]
+        if v.expr in direct and v.expr not in full and not _wide(v):
+            setup.append(f"g{p} = 1 if {p}.shape[{v.rank - 1}] != 1 else 0")
+            last[p] = f"{idx[-1]} * g{p}"
     for v in arrays:
         p = name[v.expr]
         if v.rank == 0:
             at[p] = f"{p}[()]"
         elif v.expr in contiguous:
-            target = f"w{p}" if (p, f"w{p}") in narrow else p
-            at[p] = f"{target}[{', '.join(leading[p] + [idx[-1]])}]"
+            at[p] = f"{p}[{', '.join(leading[p] + [last[p]])}]"
         elif v.expr in columns:  # the same leading axes as its whole array, so the same indices
             # The column index is unsigned (first >= 0: Split's offsets): a signed one gets Numba's
             # code for negative indices, which turns the vector loads into gathers (LSTM gates at
@@ -257,7 +254,7 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
         else:
             row = f"np.ascontiguousarray({p}[{', '.join(leading[p])}])" if v.rank > 1 else f"np.ascontiguousarray({p})"
             (rows if v.rank > 1 else setup).append(f"r{p} = {row}")
-            at[p] = f"r{p}[{idx[-1]}]"
+            at[p] = f"r{p}[{last[p]}]"
 
     params = [p for e, p in name.items() if e not in columns]
     lines = [HELPER,
@@ -283,8 +280,14 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
         lines.append(f"{pad}{lazy[out].expr} = {dtype_name(dtype)}({value})")
         if out in results:
             lines.append(f"{pad}{at[name[results[out].expr]]} = {lazy[out].expr}")
-    lines += [f"    _r.narrow({p}, {wide})" for p, wide in narrow]
     return "\n".join(lines)
+
+
+def _wide(v: Var) -> bool:
+    """Whether v's last size is the nest's for sure, needing no flag: a fixed size above 1 (a nest's
+    inputs broadcast to its sizes, checked before it runs, so the nest's is that size too)."""
+    last = v.dim(v.rank - 1)
+    return last.isdigit() and int(last) > 1
 
 
 def _full(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var]) -> set[str]:

@@ -301,7 +301,8 @@ class LoopGen:
 
     def add_constant(self, name: str, value: np.ndarray) -> None:
         """A body constant, passed as an argument."""
-        self.define(name, Var(self.pass_constant(value, f"k_{name}"), value.dtype, value.ndim, "invariant"))
+        self.define(name, Var(self.pass_constant(value, f"k_{name}"), value.dtype, value.ndim, "invariant",
+                              tuple(map(str, value.shape))))
 
     def mark(self, op: Op) -> None:
         """Record `op` as running, so an error NumPy raises inside the kernel can name it."""
@@ -384,7 +385,9 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
         t = g.type_of(name)
         arg = pre.fresh(f"inv_{name}")
         params.append(arg)
-        g.define(name, Var(arg, t.dtype, len(t.shape), "invariant"))
+        value = g.known.get(name)  # a constant of the enclosing graph: its sizes are known
+        dims = tuple(map(str, value.shape)) if isinstance(value, np.ndarray) and value.ndim == len(t.shape) else None
+        g.define(name, Var(arg, t.dtype, len(t.shape), "invariant", dims))
     for name, value in loop.body.constants.items():
         if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
             raise NoRule(f"body constant '{name}' is not a numeric tensor")

@@ -77,12 +77,10 @@ def _empty(shape, like):
     return np.empty(shape, like.dtype)
 
 
-# A fused loop nest (fusion._function) reads and writes every array at its own index along the last
-# axis, so that it vectorises. These give it arrays as long as its output along that axis.
-
 @njit(cache=True, nogil=True)
 def spread(x, n):
-    """x, or when its last axis has size 1 (not n), x repeated n times along it, in a new array."""
+    """x, or when its last axis has size 1 (not n), x repeated n times along it, in a new array. (A
+    test and the call of a second function for the rare work: small enough for LLVM to inline.)"""
     return x if x.shape[-1] == n else _spread(x, n)
 
 
@@ -95,28 +93,6 @@ def _spread(x, n):
         flat[i:i + n] = value
         i += n
     return out
-
-
-@njit(cache=True, nogil=True)
-def widen(out, n):
-    """Where to write `out` along a last axis of n: out itself, or when its last axis has size 1 (its
-    elements computed n times over), a scratch array that narrow() copies back."""
-    return out if out.shape[-1] == n else _empty(out.shape[:-1] + (n,), out)
-
-
-@njit(cache=True, nogil=True)
-def narrow(out, wide):
-    """Copy the first of each row of widen()'s scratch array into `out` (nothing when it is `out`)."""
-    if wide.shape[-1] != out.shape[-1]:
-        _narrow(out, wide)
-
-
-@njit(cache=True, nogil=True)
-def _narrow(out, wide):
-    flat = out.reshape(-1)
-    rows = wide.reshape(-1, wide.shape[-1])
-    for i in range(flat.size):
-        flat[i] = rows[i, 0]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
