@@ -60,23 +60,6 @@ def stop(status, code, t, a, b):
     raise RuntimeError("rnnloop kernel error")
 
 
-
-# The helpers below that kernels call at every step are a test and the call of a second function
-# that does the rare work: small enough for LLVM to inline where they are called. (Whole, they were
-# calls, 4% of a GRU step at batch 1.)
-
-@njit(cache=True, nogil=True)
-def sized(buffer, shape):
-    """`buffer` when it has `shape`, else a new array of that shape (LoopGen.buffer: a buffer is
-    allocated again only when its shape changes). A call costs a kernel less than the branch."""
-    return buffer if buffer.shape == shape else _empty(shape, buffer)
-
-
-@njit(cache=True, nogil=True)
-def _empty(shape, like):
-    return np.empty(shape, like.dtype)
-
-
 @njit(cache=True, nogil=True)
 def spread(x, n):
     """x, or when its last axis has size 1 (not n), x repeated n times along it, in a new array. (A
