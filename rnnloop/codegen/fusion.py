@@ -181,9 +181,10 @@ def _broadcast_dims(g, op: Op, arrays: list[Var], rank: int) -> list[str]:
             checked = g.body.fresh(f"d{d}")
             g.body(f"{checked} = _r.broadcast_dim({dim}, {size})")
             g.fail_if(f"{checked} < 0", op, f"the input shapes do not broadcast (axis {d} of the output)")
-            # Checked, sizes that include a fixed one above 1 broadcast to it.
+            g.dim_sizes[checked] = covered
+            # Checked, sizes that include a fixed one above 1 broadcast to it. (The fixed size is
+            # not given `covered`: a literal means the same anywhere, the check only where it ran.)
             dim = next((s for s in covered if s.isdigit() and int(s) > 1), checked)
-            g.dim_sizes[dim] = covered
             if g.body.depth == 2:  # not inside a block that may not run
                 g.checked_dims[covered] = (dim, g.body)
         dims.append(dim or "1")
