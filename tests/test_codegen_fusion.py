@@ -27,6 +27,19 @@ def _groups(graph: Graph, fixed=("w",)) -> list[tuple[list[str], set[str]]]:
     return out
 
 
+def _source(model) -> str:
+    """The generated source of the model's one fused loop."""
+    [(_, source)] = rnnloop.load(model).kernel_sources()
+    return source
+
+
+def _agrees_with_interpreter(model, feeds: dict, backend: str, atol: float = 1e-6) -> None:
+    """Run on `backend` (every loop fused under numba): each output as the interpreter's."""
+    got, want = run_fused(model, feeds, backend), run(model, feeds, backend="interp")
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=atol)
+
+
 def test_a_chain_is_one_group_writing_only_what_is_read_outside():
     ops = [Op("Sigmoid", ["x"], ["a"]), Op("Mul", ["a", "w"], ["b"]), Op("Tanh", ["b"], ["c"]),
            Op("Add", ["c", "a"], ["d"])]
@@ -55,7 +68,7 @@ def test_no_group_with_two_sinks_or_two_ops_that_can_raise():
 
 def test_the_lstm_gates_are_one_nest():
     model, _ = lstm_loop(batch=1, input_size=4, hidden=8, steps=3)
-    [(_, source)] = rnnloop.load(model).kernel_sources()
+    source = _source(model)
     assert '"""Sigmoid Sigmoid Sigmoid Tanh Mul Mul Add Tanh Mul over rank 2"""' in source
 
 
@@ -78,12 +91,8 @@ def test_a_member_smaller_than_the_sink_is_written_once_per_broadcast_row(backen
     feeds = {"M": np.array(3), "x0": np.linspace(-2, 2, 4, dtype=np.float32)[None],
              "s": np.arange(12, dtype=np.float32).reshape(3, 4)}
     if backend == "numba":
-        [(_, source)] = rnnloop.load(BROADCAST).kernel_sources()
-        assert "Sigmoid Mul over rank 2" in source
-    got = run_fused(BROADCAST, feeds, backend)
-    want = run(BROADCAST, feeds, backend="interp")
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+        assert "Sigmoid Mul over rank 2" in _source(BROADCAST)
+    _agrees_with_interpreter(BROADCAST, feeds, backend, atol=1e-7)
 
 
 ONE_COLUMN = parse("""
@@ -114,12 +123,8 @@ def test_arrays_of_one_column_broadcast_along_the_nest(batch, backend):
              "mask": rng.standard_normal((3, batch, 1)).astype(np.float32),
              "w": rng.standard_normal((4, 4)).astype(np.float32)}
     if backend == "numba":
-        [(_, source)] = rnnloop.load(ONE_COLUMN).kernel_sources()
-        assert "i1 * gp" in source
-    got = run_fused(ONE_COLUMN, feeds, backend)
-    want = run(ONE_COLUMN, feeds, backend="interp")
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+        assert "i1 * gp" in _source(ONE_COLUMN)
+    _agrees_with_interpreter(ONE_COLUMN, feeds, backend)
 
 
 def test_a_nest_whose_inputs_do_not_broadcast_is_an_error_naming_the_member(backend):
@@ -137,7 +142,7 @@ def test_views_nobody_reads_are_not_built_and_sizes_are_checked_once():
     hoisted product: no view is built for them. The gates' nest checks each axis once, though its
     members meet the batch size four times."""
     model, _ = lstm_loop(batch=1, input_size=4, hidden=8, steps=3)
-    [(_, source)] = rnnloop.load(model).kernel_sources()
+    source = _source(model)
     assert not re.search(r"^ +v_(gi|go_|gf|gc|x) = ", source, re.M)
     start = source.index("# fused: Sigmoid")
     nest = source[start:source.index("op2(", start)]
@@ -162,11 +167,9 @@ def test_one_binary_op_runs_as_the_runtime_helper(op, a, b, out, backend):
     feeds = {"M": np.array(2), "x": rng.uniform(0.5, 2, a).astype(np.float32),
              "w": rng.uniform(0.5, 2, b).astype(np.float32)}
     if backend == "numba":
-        [(_, source)] = rnnloop.load(model).kernel_sources()
+        source = _source(model)
         assert "_r.binary_rows(" in source and "def op1" not in source
-    got = run_fused(model, feeds, backend)
-    want = run(model, feeds, backend="interp")
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    _agrees_with_interpreter(model, feeds, backend, atol=0)
 
 
 COLUMNS_TEXT = """
@@ -196,12 +199,8 @@ def test_parts_split_off_a_product_are_read_from_it_at_their_columns(batch, rows
              "w": rng.standard_normal((6, 9)).astype(np.float32) * 0.5,
              "c": rng.standard_normal((rows, 4)).astype(np.float32)}
     if backend == "numba":
-        [(_, source)] = rnnloop.load(COLUMNS).kernel_sources()
-        assert "q0 + i1" in source  # the part read at its first column of the product
-    got = run_fused(COLUMNS, feeds, backend)
-    want = run(COLUMNS, feeds, backend="interp")
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+        assert "q0 + i1" in _source(COLUMNS)  # the part read at its first column of the product
+    _agrees_with_interpreter(COLUMNS, feeds, backend)
 
 
 def test_negative_split_sizes_are_an_error(backend):
