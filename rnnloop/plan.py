@@ -61,5 +61,11 @@ def _plan_ops(graph: Graph, backend: str, plans: list[LoopPlan]) -> None:
                     continue
                 except NoRule as e:
                     plans.append(LoopPlan(op, None, str(e)))
+                except Exception as e:  # noqa: BLE001 - a code generator bug costs speed, not the answer
+                    if debug_level() >= 2:
+                        raise
+                    first = (str(e).strip().splitlines() or [""])[0][:300]
+                    plans.append(LoopPlan(op, None, f"the code generator failed ({type(e).__name__}: {first}); "
+                                                    "please report it"))
         for sub in op.subgraphs:
             _plan_ops(sub, backend, plans)

@@ -61,6 +61,8 @@ class Session:
                  max_iterations: int | None = None):
         verify(graph)
         self.graph = graph = eliminate_dead_code(forward_identities(cancel_unsqueezes(fold_constants(graph))))
+        for g in _graphs(graph):  # (ONNX's raw data arrives read-only; a kernel takes writable arrays)
+            g.constants = {n: _writable(c) for n, c in g.constants.items()}
         self.backend = backend
         self.plans = plan_graph(graph, backend, strict)
         # Arrays a run may hand back without computing them: results must never alias these.
@@ -110,6 +112,10 @@ def _graphs(graph: Graph):
     yield graph
     for op in iter_ops(graph):
         yield from op.subgraphs
+
+
+def _writable(value: Any) -> Any:
+    return value.copy() if isinstance(value, np.ndarray) and not value.flags.writeable else value
 
 
 def _arrays(values: Any):

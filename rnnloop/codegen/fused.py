@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from typing import Any
 
@@ -14,6 +15,7 @@ from ..interp.loop import run_loop, single_value
 from ..interp.sequence_ops import RowSequence
 from ..ir import Loop, SequenceType, TensorType
 from .cache import load_source
+from .emitter import NoRule
 from .kernel import STATUS_SIZE, KernelModule, generate
 
 
@@ -32,9 +34,8 @@ class FusedLoop:
 
     def __init__(self, loop: Loop, label: str, known: dict[str, np.ndarray]):
         self.loop = loop
-        self.kernel: KernelModule = generate(loop, label, known)
         self.label = label
-        self._function = None
+        self.kernel: KernelModule = generate(loop, label, known)
         body_inputs = loop.body.inputs[loop.body_iteration + loop.body_cond_in:]
         # (dtype, rank) of each input the kernel takes: a sliced input has the sliced axis too.
         ranks_added = [0] * loop.n_carried + [0 if s.keep_axis else 1 for s in loop.sliced]
@@ -46,19 +47,44 @@ class FusedLoop:
             if isinstance(t, SequenceType):  # passed stacked: one more axis than an element
                 t, added = t.elem, 1
                 self.sequences.append(k)
-            ok = isinstance(t, TensorType) and t.dtype is not None and t.shape is not None
-            self.expected.append((t.dtype, len(t.shape) + added) if ok else None)
+            if not (isinstance(t, TensorType) and t.dtype is not None and t.shape is not None):
+                raise NoRule(f"the type of loop input '{name}' is not a tensor of known dtype and rank ({t})")
+            self.expected.append((np.dtype(t.dtype), len(t.shape) + added))
+        # Every array reaches the kernel C-contiguous and writable (see _argument), constants too,
+        # so one signature, compiled here, serves every call.
+        self.constants = [_argument(c) for c in self.kernel.constants]
+        self._function = self._compile()
         self.fallbacks = 0
 
     @property
     def source(self) -> str:
         return self.kernel.source
 
-    def compile(self):
-        """The kernel's dispatcher, imported from the cache (numba compiles on the first call)."""
-        if self._function is None:
+    def signature(self) -> tuple:
+        """The Numba types of the kernel's parameters: status, max_iter, trip, cond, the loop's
+        inputs as the model declares them, then the constants."""
+        import numba
+        from numba import types
+        arrays = [types.Array(numba.from_dtype(dtype), rank, "C") for dtype, rank in self.expected]
+        return (types.Array(types.int64, 1, "C"), types.int64, types.int64, types.boolean, *arrays,
+                *(numba.typeof(c) for c in self.constants))
+
+    def _compile(self):
+        """Import the kernel's module from the cache and compile it for its one signature, now, at
+        load: a failure here (a bad line of generated code, a Numba typing or lowering error) is
+        a NoRule, so the loop runs in the interpreter and never fails a run."""
+        try:
             module = load_source(self.kernel.source, label=self.label)
-            self._function = getattr(module, self.kernel.entry)
+            function = getattr(module, self.kernel.entry)
+            function.compile(self.signature())
+        except Exception as e:  # noqa: BLE001 - whatever the code generator got wrong
+            if debug_level() >= 2:
+                raise
+            raise NoRule(compile_failure(e, self.kernel.source)) from e
+        return function
+
+    def compile(self):
+        """The kernel's dispatcher (compiled at load)."""
         return self._function
 
     def __call__(self, op: Loop, values: list[Any], options: Options) -> tuple:
@@ -72,9 +98,8 @@ class FusedLoop:
         cond = True if values[1] is None else bool(single_value(op, values[1], "condition"))
         cap = -1 if options.max_iterations is None else int(options.max_iterations)
         status = np.zeros(STATUS_SIZE, np.int64)
-        function = self.compile()
         try:
-            results = function(status, cap, trip, cond, *arrays, *self.kernel.constants)
+            results = self._function(status, cap, trip, cond, *map(_argument, arrays), *self.constants)
         except Exception as e:
             if int(status[0]) in self.kernel.fallbacks:
                 return self._interpret(op, values, options, self.kernel.error(status, e))
@@ -100,6 +125,33 @@ class FusedLoop:
     def _fits(self, arrays: list[Any]) -> bool:
         return all(isinstance(value, np.ndarray) and (value.dtype, value.ndim) == expected
                    for value, expected in zip(arrays, self.expected))
+
+
+def _argument(array: np.ndarray) -> np.ndarray:
+    """`array` as the kernel's signature takes it: C-contiguous, writable and aligned (a copy only
+    when it is not; the kernel never writes its inputs, but Numba types a read-only array apart)."""
+    flags = array.flags
+    return array if flags.c_contiguous and flags.writeable and flags.aligned else np.array(array, order="C")
+
+
+def compile_failure(error: BaseException, source: str) -> str:
+    """Why a kernel did not compile, in one line: the first line of the error that says something,
+    and the generated line it points at with the model op behind that line."""
+    lines = source.splitlines()
+    if isinstance(error, SyntaxError):
+        number, what = error.lineno, f"{type(error).__name__}: {error.msg}"
+    else:
+        text = [ln.strip() for ln in str(error).splitlines()]
+        said = [ln for ln in text if ln and not ln.startswith(("Failed in ", "During: ", "File ", ">>>"))
+                and not set(ln) <= set("^ ")]
+        what = f"{type(error).__name__}: {said[0] if said else text[0] if text else ''}"
+        found = re.findall(r'File "[^"]*rnnloop_kernel_[0-9a-f]+\.py", line (\d+)', str(error))
+        number = int(found[-1]) if found else None
+    if number is None or not 0 < number <= len(lines):
+        return f"its kernel did not compile ({what[:300]})"
+    comments = [ln.strip()[2:] for ln in lines[:number] if ln.strip().startswith("# ") and "'" in ln]
+    op = f" for {comments[-1]}" if comments else ""
+    return f"its kernel did not compile ({what[:300]}; generated line {number}{op}: {lines[number - 1].strip()})"
 
 
 def _stacked(sequence: Any, dtype: np.dtype, rank: int) -> Any:

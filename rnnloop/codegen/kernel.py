@@ -444,18 +444,23 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
                 raise NoRule(f"{op.where()}: {e}") from None
             for name, var in values.items():
                 g.define(name, var)
-    if cond_out:
-        _read_cond(g, g.values[cond_out[0]])
+    # The next condition is read first (the state swap below may reuse its buffer) but takes
+    # effect last: a stacked or carried value may be the incoming condition, read as `cond`.
+    cond_next = _read_cond(g, g.values[cond_out[0]]) if cond_out else None
     stacks = [_stack_buffer(g, name) for name in stacked_values]
     for stack, k in zip(stacks, range(len(stacks))):
         _stack_append(g, stack, g.values[stacked_values[k]], k)
     _next_state(g, carried, carried_next)
+    if cond_next is not None:
+        emit(f"cond = {cond_next}")
     emit("t += 1")
     outputs = [f"{cur}[:{g.sequences[name][1]}]" if name in g.sequences else cur for name, cur, _ in carried]
     outputs += [_stack_result(g, stack, spec, k)
                 for k, (stack, spec) in enumerate(zip(stacks, loop.stacked))]
     # Hoisted work runs only when the body would, so that it raises no error the body would not.
-    hoisted = ["    if limit != 0 and cond and max_iter != 0:", *g.hoist.lines] if g.hoist.lines else []
+    # (A hoisted section of comments alone, e.g. of an Identity of a constant, is no block.)
+    code = any(not line.strip().startswith("#") for line in g.hoist.lines)
+    hoisted = ["    if limit != 0 and cond and max_iter != 0:", *g.hoist.lines] if code else []
     lines = [ENTRY if fn_name == "kernel" else HELPER,
              f"def {fn_name}({', '.join(params)}):",
              f'    """{code_text(loop.where())}"""',
@@ -652,16 +657,19 @@ def _stack_result(g: LoopGen, buf: str, spec, k: int) -> str:
     return f"{out}_m"
 
 
-def _read_cond(g: LoopGen, v: Var) -> None:
-    """In the loop: the body's condition output decides whether another iteration runs."""
-    if v.kind == "param" and v.dtype == np.bool_:  # the incoming condition, passed through
-        return
+def _read_cond(g: LoopGen, v: Var) -> str | None:
+    """In the loop: the body's condition output, which decides whether another iteration runs, read
+    into a new name; None when it is the incoming condition passed through."""
+    if v.kind == "param" and v.dtype == np.bool_:
+        return None
+    name = g.body.fresh("cond_next")
     if v.kind == "scalar" or v.rank == 0:
-        g.body(f"cond = {v.item()} != 0")
-        return
+        g.body(f"{name} = {v.item()} != 0")
+        return name
     g.fail_if(f"{v.expr}.size != 1", None, "the body condition must hold exactly one value, got {a}",
               a=f"{v.expr}.size")
-    g.body(f"cond = {v.expr}[{', '.join(['0'] * v.rank)}] != 0")
+    g.body(f"{name} = {v.expr}[{', '.join(['0'] * v.rank)}] != 0")
+    return name
 
 
 def _next_state(g: LoopGen, carried: list, carried_next: list[str]) -> None:

@@ -102,8 +102,10 @@ def emit_gather(g: LoopGen, op: Op, ins: list[Var | None], axis: int = 0) -> lis
     dtype, rank = _out(g, op, x.rank - 1 + indices.rank, x.dtype)
     if indices.kind == "scalar" or indices.rank == 0:
         k = _checked_index(g, op, indices.item(), x.dim(axis))
-        if x.rank == 1:  # one element of a vector, kept a 0-d array
-            view = g.view(f"v_{op.outputs[0]}", f"{x.expr}[{k}:{k} + 1].reshape(())")
+        if x.rank == 1:  # one element of a vector, kept a 0-d array; Numba reshapes only
+            # contiguous arrays, and a vector may be a strided view (a Scan's part along axis 1):
+            # ascontiguousarray copies that one element, and is no code for a contiguous vector
+            view = g.view(f"v_{op.outputs[0]}", f"np.ascontiguousarray({x.expr}[{k}:{k} + 1]).reshape(())")
         else:
             view = g.view(f"v_{op.outputs[0]}", f"{x.expr}[{_index(x.rank, axis, k)}]")
         if axis == 0 and x.kind == "invariant":

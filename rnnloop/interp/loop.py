@@ -42,7 +42,7 @@ class SlicedInput:
         offset = self.start + k * spec.stride
         index: list[Any] = [slice(None)] * self.source.ndim
         index[self.axis] = slice(offset, offset + spec.part) if spec.keep_axis else offset
-        return self.source[tuple(index)]
+        return self.source[(*index, ...)]  # the Ellipsis keeps a part of a vector a 0-d array
 
 
 def _clamp(index: int, size: int) -> int:
@@ -61,6 +61,8 @@ class StackedOutput:
         self.count = 0
 
     def append(self, value: Any) -> None:
+        if isinstance(value, np.generic):  # an element NumPy handed out as a scalar
+            value = np.asarray(value)
         if not isinstance(value, np.ndarray):
             raise RunError(f"{self.op.where()}: stacked output {self.k} must be a tensor, got {type(value).__name__}")
         if self.buffer is None:
