@@ -23,6 +23,7 @@ from .ir import (
 )
 from .passes import cancel_unsqueezes, eliminate_dead_code, fold_constants, forward_identities
 from .plan import plan_graph
+from .typeinfer import infer_types
 from .verify import verify
 
 _ONNX_TYPE_NAMES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double", np.dtype(np.float16): "float16",
@@ -59,7 +60,7 @@ class Session:
 
     def __init__(self, graph: Graph, *, backend: str = "numba", strict: bool = False,
                  max_iterations: int | None = None):
-        verify(graph)
+        verify(infer_types(graph))  # types first: exporters leave loop bodies untyped
         self.graph = graph = eliminate_dead_code(forward_identities(cancel_unsqueezes(fold_constants(graph))))
         for g in _graphs(graph):  # (ONNX's raw data arrives read-only; a kernel takes writable arrays)
             g.constants = {n: _writable(c) for n, c in g.constants.items()}
