@@ -82,7 +82,8 @@ def _convert(n, args, is_loop: bool) -> None:
         it = sub.input(sub.fresh("iteration"), TensorType(np.dtype(np.int64), ()))
         param = params[iteration.internal_layer_id]
         dtype = param.outputs[0].dtype
-        bound[param.id] = it if dtype in (None, np.int64) else sub.op1("Cast", it, to=dtype)
+        # (not `dtype in (None, np.int64)`: np.dtype(None) is float64, so float64 == None holds)
+        bound[param.id] = it if dtype is None or dtype == np.int64 else sub.op1("Cast", it, to=dtype)
     for m in carried + sliced + invariant:
         port = params[m.internal_layer_id].outputs[0]
         bound[m.internal_layer_id] = sub.input(sub.fresh("p"), TensorType(port.dtype, port.shape))
