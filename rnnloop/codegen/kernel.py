@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .. import __version__
-from ..ir import Graph, Loop, Op, SequenceType, TensorType
+from ..ir import Graph, If, Loop, Op, SequenceType, TensorType
 from .emitter import Emitter, NoRule, Var, code_text, dtype_name, literal, shape_tuple
 
 # A rule writes one op: it reads Vars of the inputs (None for an omitted input), emits code and
@@ -715,6 +715,9 @@ def _emit_op(g: LoopGen, op: Op) -> None:
     if isinstance(op, Loop):
         g.body(f"# {code_text(op.where())}")
         outs = _emit_inner_loop(g, op)
+    elif isinstance(op, If):
+        from . import branch
+        outs = branch.emit_if(g, op)
     elif type(op) is not Op:
         raise NoRule(f"{op.where()}: {op.op_type} inside a loop body is not compiled yet")
     else:

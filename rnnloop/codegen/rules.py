@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import numpy as np
 
 from ..ir import Op
@@ -307,6 +309,83 @@ def emit_flatten(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     left = " * ".join(x.dim(a) for a in range(axis)) or "1"
     right = " * ".join(x.dim(a) for a in range(axis, x.rank)) or "1"
     return [_reshape_view(g, op, x, [left, right], x.dtype)]
+
+
+@emits("Expand")
+def emit_expand(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """The input broadcast with the shape values (NumPy's rules both ways, like the interpreter),
+    copied into a buffer. The shape's length must be known before running; its values need not be."""
+    x, shape = ins
+    if shape is None:
+        raise NoRule("Expand needs its shape input")
+    if shape.dtype.kind not in "iu":
+        raise NoRule(f"the shape is {shape.dtype}, not integers")
+    x_rank = 0 if x.kind == "scalar" else x.rank
+    value = g.const(op.inputs[1])
+    if value is not None:
+        if value.ndim > 1:
+            raise NoRule("the shape is not 1-D")
+        if any(int(v) < 0 for v in value.reshape(-1)):
+            raise NoRule(f"the shape {value.reshape(-1).tolist()} has a negative dimension")
+        sizes = [str(int(v)) for v in value.reshape(-1)]
+    else:
+        sizes = _expand_sizes(g, op, shape)
+    n = len(sizes)
+    dtype, rank = _out(g, op, max(x_rank, n), x.dtype)
+    # Align both to the right: an axis missing on one side has size 1 there.
+    dims, flags = [], []
+    for d in range(rank):
+        a = x.dim(d - (rank - x_rank)) if d >= rank - x_rank else "1"
+        s = sizes[d - (rank - n)] if d >= rank - n else "1"
+        if s in ("1", a):
+            dim = a
+        elif a == "1":
+            dim = s
+        else:
+            dim = g.body.fresh(f"d{d}")
+            g.body(f"{dim} = _r.broadcast_dim({a}, {s})")
+            g.fail_if(f"{dim} < 0", op, f"cannot broadcast the input's size {{a}} with the shape's {{b}} "
+                      f"on axis {d} of the output; sizes must be equal or one of them 1", a=a, b=s)
+            if s.isdigit():  # checked, a fixed size above 1 is the output's
+                dim = s
+        dims.append(dim)
+        if d >= rank - x_rank:  # the input's index on this axis: the output's, or 0 where it is 1
+            flags.append("0" if a == "1" else "" if a == dim else f"(1 if {a} != 1 else 0)")
+    out = g.buffer(op.outputs[0], dtype, dims)
+    emit = g.body
+    if x_rank == 0:
+        emit(f"{out}[...] = {x.item()}")  # (fill() does not take 0-d arrays)
+        return [Var(out, dtype, rank, "buffer")]
+    idx = [emit.fresh(f"i{d}") for d in range(rank)]
+    at = [idx[rank - x_rank + k] if f == "" else "0" if f == "0" else f"{idx[rank - x_rank + k]} * {f}"
+          for k, f in enumerate(flags)]
+    with ExitStack() as nest:
+        for d, i in enumerate(idx):
+            nest.enter_context(emit.block(f"for {i} in range({dims[d]}):"))
+        emit(f"{out}[{', '.join(idx)}] = {x.expr}[{', '.join(at)}]")
+    return [Var(out, dtype, rank, "buffer")]
+
+
+def _expand_sizes(g: LoopGen, op: Op, shape: Var) -> list[str]:
+    """Names of the values of a shape computed in the body, checked to be sizes (not negative)."""
+    if shape.kind == "scalar" or shape.rank == 0:  # one value, as the interpreter accepts
+        values = [shape.item()]
+    else:
+        if shape.rank != 1:
+            raise NoRule("the shape is not 1-D")
+        n = _static_length(g, op.inputs[1], shape)
+        if shape.dim(0) != str(n):  # its declared length, held to
+            g.fail_if(f"{shape.dim(0)} != {n}", op, f"the shape holds {{a}} values where {n} were inferred",
+                      a=shape.dim(0))
+        values = [f"{shape.expr}[{j}]" for j in range(n)]
+    sizes = []
+    for j, v in enumerate(values):
+        size = g.body.fresh(f"size{j}")
+        g.body(f"{size} = np.int64({v})")
+        g.fail_if(f"{size} < 0", op, f"the shape has a negative dimension ({{a}} at index {j}); "
+                  "dimensions must be >= 0", a=size)
+        sizes.append(size)
+    return sizes
 
 
 # ---------------------------------------------------------------------------------------------
