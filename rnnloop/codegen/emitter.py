@@ -40,7 +40,27 @@ class Var:
         return self.value or (self.expr if self.kind == "scalar" else f"{self.expr}[()]")
 
     def dim(self, axis: int) -> str:
-        return self.shape[axis] if self.shape is not None else f"{self.expr}.shape[{axis}]"
+        """The size of `axis`, as an expression that is safe inside any other (a compound size, such
+        as a Concat's `a + b`, in parentheses: rules print `-(-{n} // k)` and the like)."""
+        if self.shape is None:
+            return f"{self.expr}.shape[{axis}]"
+        size = self.shape[axis]
+        return size if _ATOM.fullmatch(size) or _wrapped(size) else f"({size})"
+
+
+_ATOM = re.compile(r"[\w.]+(\[[\w.]+\])*")  # a name, a number, x.shape[0]: needs no parentheses
+
+
+def _wrapped(expr: str) -> bool:
+    """Whether `expr` is one parenthesised expression, e.g. (a + b), but not (a) + (b)."""
+    if not (expr.startswith("(") and expr.endswith(")")):
+        return False
+    depth = 0
+    for k, c in enumerate(expr):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth == 0 and k < len(expr) - 1:
+            return False
+    return True
 
 
 def dtype_name(dtype: np.dtype) -> str:

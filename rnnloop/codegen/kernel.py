@@ -160,6 +160,7 @@ class LoopGen:
         self.slice_info: dict[str, tuple] = {}
         # Carried sequences the body appends to: body name -> (storage array, count, element type).
         self.sequences: dict[str, tuple[str, str, TensorType]] = {}
+        self.prepended: set[str] = set()  # carried sequences inserted into at 0: held reversed
 
     # -- helpers for rules ------------------------------------------------------------------
 
@@ -454,7 +455,8 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     if cond_next is not None:
         emit(f"cond = {cond_next}")
     emit("t += 1")
-    outputs = [f"{cur}[:{g.sequences[name][1]}]" if name in g.sequences else cur for name, cur, _ in carried]
+    outputs = [(f"np.ascontiguousarray({cur}[:{g.sequences[name][1]}][::-1])" if name in g.prepended
+                else f"{cur}[:{g.sequences[name][1]}]") if name in g.sequences else cur for name, cur, _ in carried]
     outputs += [_stack_result(g, stack, spec, k)
                 for k, (stack, spec) in enumerate(zip(stacks, loop.stacked))]
     # Hoisted work runs only when the body would, so that it raises no error the body would not.
@@ -501,12 +503,14 @@ def _carried_sequence(g: LoopGen, name: str, nxt: str, params: list[str], outerm
     elem = t.elem
     users = [op for op in g.graph.ops if name in op.inputs]
     insert = users[0] if len(users) == 1 else None
-    appends = (insert is not None and insert.op_type == "SequenceInsert" and len(insert.inputs) == 2
+    position = g.const(insert.inputs[2]) if insert is not None and len(insert.inputs) == 3 else None
+    prepends = position is not None and position.size == 1 and int(position.reshape(-1)[0]) == 0
+    appends = (insert is not None and insert.op_type == "SequenceInsert" and (len(insert.inputs) == 2 or prepends)
                and insert.inputs[0] == name and insert.inputs[1] not in ("", name) and insert.outputs[0] == nxt
                and not any(nxt in op.inputs for op in g.graph.ops) and g.graph.outputs.count(nxt) == 1)
     if not appends:
-        raise NoRule(f"carried sequence '{name}' is compiled only when the body appends to it "
-                     "(SequenceInsert without a position) and reads it nowhere else")
+        raise NoRule(f"carried sequence '{name}' is compiled only when the body appends to it (SequenceInsert "
+                     "without a position, or at position 0 every time) and reads it nowhere else")
     if not outermost:
         raise NoRule(f"carried sequence '{name}' in an inner loop is not compiled")
     if not isinstance(elem, TensorType) or elem.dtype is None or elem.shape is None:
@@ -514,7 +518,11 @@ def _carried_sequence(g: LoopGen, name: str, nxt: str, params: list[str], outerm
     arg, cur = g.pre.fresh(f"init_{name}"), g.pre.fresh(f"seq_{name}")
     count = g.pre.fresh(f"{cur}_n")
     params.append(arg)
-    g.pre(f"{cur} = {arg}")
+    if prepends:  # held last first, so that each insert at 0 is an append; reversed at the end
+        g.prepended.add(name)
+        g.pre(f"{cur} = np.ascontiguousarray({arg}[::-1])")
+    else:
+        g.pre(f"{cur} = {arg}")
     g.pre(f"{count} = {arg}.shape[0]")
     g.sequences[name] = (cur, count, elem)
     g.define(name, Var(cur, elem.dtype, len(elem.shape) + 1, "sequence"))

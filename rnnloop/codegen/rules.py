@@ -6,7 +6,7 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from ..ir import Op
+from ..ir import Op, TensorType
 from . import fusion
 from .emitter import NoRule, Var, dtype_name, shape_tuple
 from .kernel import LoopGen, emits, matmul_call
@@ -277,12 +277,18 @@ def _reshape_view(g: LoopGen, op: Op, x: Var, dims: list[str], dtype) -> Var:
 
 @emits("Reshape")
 def emit_reshape(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
-    """A view of the contiguous data (a copy only when the input is not contiguous)."""
-    x = ins[0]
-    if x.kind == "scalar" or x.rank == 0:
-        raise NoRule("Reshape of a scalar is not compiled")
-    shape = _const_ints(g, op.inputs[1], "shape input")
+    """A view of the contiguous data (a copy only when the input is not contiguous). The target
+    shape is a constant, or computed (a Shape of another value, say) of a length known in advance."""
+    x, target = ins
+    if x.kind == "scalar":  # a constant's literal: the 0-d array of it, made once
+        from .kernel import _zero_d
+        x = _zero_d(g, x)
     allowzero = op.attrs.get("allowzero", 0)
+    if g.const(op.inputs[1]) is None:
+        return [_reshape_view(g, op, x, _computed_dims(g, op, x, target, allowzero), x.dtype)]
+    shape = _const_ints(g, op.inputs[1], "shape input")
+    if any(s == 0 and j >= x.rank for j, s in enumerate(shape)) and not allowzero:
+        raise NoRule(f"shape {shape} copies (0) a dimension the input of rank {x.rank} does not have")
     dims = [x.dim(j) if s == 0 and not allowzero else str(s) for j, s in enumerate(shape)]
     if shape.count(-1) > 1:
         raise NoRule("more than one -1 in the shape")
@@ -296,6 +302,56 @@ def emit_reshape(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         dims[j] = f"{size} // ({known})"
     g.fail_if(f"{' * '.join(dims) or '1'} != {size}", op, f"cannot reshape {{a}} elements to {shape}", a=size)
     return [_reshape_view(g, op, x, dims, x.dtype)]
+
+
+def _computed_dims(g: LoopGen, op: Op, x: Var, target: Var, allowzero: int) -> list[str]:
+    """The sizes a shape computed in the kernel asks for, checked as the interpreter checks them:
+    0 copies the input's size (unless allowzero), one -1 is inferred, none is below -1."""
+    length = _static_length(g, op.inputs[1], target)
+    emit = g.body
+    dims = []
+    for j in range(length):
+        d = emit.fresh(f"d{j}")
+        emit(f"{d} = np.int64({target.expr}[{j}])")
+        if not allowzero:
+            if j < x.rank:
+                emit(f"{d} = {x.dim(j)} if {d} == 0 else {d}")
+            else:
+                g.fail_if(f"{d} == 0", op, f"the shape copies (0) dimension {j}, which the input of rank "
+                          f"{x.rank} does not have")
+        dims.append(d)
+    size = emit.fresh("size")
+    emit(f"{size} = {x.expr}.size")
+    if not dims:
+        g.fail_if(f"{size} != 1", op, "cannot reshape {a} elements to a scalar", a=size)
+        return dims
+    unknown = " + ".join(f"({d} == -1)" for d in dims)
+    g.fail_if(f"{unknown} > 1 or {' or '.join(f'{d} < -1' for d in dims)}", op,
+              "the shape has more than one -1 or a size below -1")
+    if allowzero:
+        g.fail_if(f"({unknown}) > 0 and ({' or '.join(f'{d} == 0' for d in dims)})", op,
+                  "the shape has both 0 and -1, which allowzero=1 makes ambiguous")
+    known = emit.fresh("known")
+    emit(f"{known} = {' * '.join(f'({d} if {d} != -1 else 1)' for d in dims)}")
+    g.fail_if(f"({unknown}) > 0 and ({known} == 0 or {size} % {known} != 0)", op,
+              f"cannot infer the -1 of the shape for {{a}} elements", a=size)
+    for d in dims:
+        emit(f"{d} = {size} // {known} if {d} == -1 else {d}")
+    g.fail_if(f"{' * '.join(dims)} != {size}", op, "cannot reshape {a} elements to {before}", a=size,
+              shapes=(shape_tuple(dims), shape_tuple(dims), len(dims)))
+    return dims
+
+
+def _static_length(g: LoopGen, name: str, v: Var) -> int:
+    """The length of a 1-D shape input, when it is known before the kernel runs."""
+    if v.rank != 1 or v.dtype.kind not in "iu":
+        raise NoRule(f"the shape input '{name}' is not a vector of integers")
+    if v.shape is not None and v.shape[0].isdigit():
+        return int(v.shape[0])
+    t = g.graph.type_of(name)
+    if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == 1 and isinstance(t.shape[0], int):
+        return t.shape[0]
+    raise NoRule(f"the length of the shape input '{name}' is not known before running")
 
 
 @emits("Flatten")
