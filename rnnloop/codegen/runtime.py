@@ -31,6 +31,10 @@ def broadcast_dim(a, b):
     return b if a == 1 else -1
 
 
+# The message of a kernel that stopped on an internal check: the fused loop runs in the interpreter.
+INTERNAL = "rnnloop internal error: a copy between arrays of different sizes"
+
+
 @njit(cache=True, nogil=True)
 def put(dst, src):
     """dst[...] = src for arrays of one shape, dst C-contiguous.
@@ -38,6 +42,8 @@ def put(dst, src):
     Numba's own array assignment compiles into seconds of broadcasting machinery per kernel; this
     loop compiles once per signature into the shared cache.
     """
+    if dst.size != src.size:  # a code generator bug: never write past dst, nor leave it part unwritten
+        raise ValueError(INTERNAL)
     flat = dst.reshape(-1)
     i = 0
     for x in src.flat:
