@@ -245,3 +245,103 @@ def test_kernels_compile_at_load_for_one_signature_that_every_call_uses():
     for x in (np.ones(2, np.float32), np.ones(4, np.float32)[::2], readonly):
         assert_same(session.run(None, {"M": np.array(3, np.int64), "x": x}), [-np.ones(2, np.float32)])
     assert len(dispatcher.signatures) == 1
+
+
+def test_a_split_of_a_concatenated_axis_into_equal_parts(backend):
+    """The axis size is a sum (2 + n); the part size once printed as -(-2 + n // 2) (fuzz seed 6)."""
+    model = parse("""
+        agraph (int64 M, float[2,4] x, float[N,4] extra) => (float[2,4] y)
+        {
+          y = Loop(M, "", x) <body = body (int64 i, bool c, float[2,4] h) => (bool c_out, float[2,4] h_next) {
+            c_out = Identity(c)
+            both = Concat<axis = 0>(h, extra)
+            first, second = Split<axis = 0>(both)
+            h_next = Add(first, second)
+          }>
+        }""")
+    feeds = {"M": np.array(2, np.int64), "x": np.ones((2, 4), np.float32),
+             "extra": np.arange(8, dtype=np.float32).reshape(2, 4)}
+    assert_same(run_fused(model, feeds, backend), run_onnxruntime(model, feeds))
+
+
+def test_reshape_of_a_scalar_and_to_a_computed_shape(backend):
+    model = parse("""
+        agraph (int64 M, float[2,3] x, float[3,2] like) => (float[3,2] y, float[N,6] flat, float[N,1] counts)
+        {
+          y, flat, counts = Loop(M, "", x) <body = body (int64 i, bool c, float[2,3] h) => (bool c_out, float[3,2] h_next, float[6] f, float[1] n) {
+            c_out = Identity(c)
+            target = Shape(like)
+            h_next = Reshape(h, target)
+            minus_one = Constant<value = int64[1] {-1}>()
+            f = Reshape(h_next, minus_one)
+            i_float = Cast<to = 1>(i)
+            one = Constant<value = int64[1] {1}>()
+            n = Reshape(i_float, one)
+          }>
+        }""")
+    feeds = {"M": np.array(3, np.int64), "x": np.arange(6, dtype=np.float32).reshape(2, 3),
+             "like": np.zeros((3, 2), np.float32)}
+    assert_same(run_fused(model, feeds, backend), run_onnxruntime(model, feeds))
+
+
+def test_reshape_to_a_computed_shape_that_does_not_fit_names_the_op(backend):
+    model = parse("""
+        agraph (int64 M, float[2,3] x, int64[2] target) => (float[2,3] y, float[N,A,B] rs)
+        {
+          y, rs = Loop(M, "", x) <body = body (int64 i, bool c, float[2,3] h) => (bool c_out, float[2,3] h_next, float[A,B] r) {
+            c_out = Identity(c)
+            r = Reshape(h, target)
+            h_next = Identity(h)
+          }>
+        }""")
+    session = rnnloop.load(model, backend=backend, strict=backend == "numba")
+    feeds = {"M": np.array(1, np.int64), "x": np.ones((2, 3), np.float32), "target": np.array([4, 2], np.int64)}
+    with pytest.raises(rnnloop.RunError, match="Reshape 'Reshape_1'"):
+        session.run(None, feeds)
+    feeds["target"] = np.array([-1, 2], np.int64)
+    assert_same(session.run(None, feeds), [np.ones((2, 3), np.float32), np.ones((1, 3, 2), np.float32)])
+
+
+def test_a_carried_sequence_inserted_into_at_0_fuses(backend):
+    model = parse("""
+        agraph (int64 M, float[2] x) => (float[N,2] joined)
+        {
+          empty = SequenceEmpty<dtype = 1>()
+          s = Loop(M, "", empty) <body = body (int64 i, bool c, seq(float[]) q) => (bool c_out, seq(float[]) q_next) {
+            c_out = Identity(c)
+            i_float = Cast<to = 1>(i)
+            v = Add(x, i_float)
+            zero = Constant<value = int64 {0}>()
+            q_next = SequenceInsert(q, v, zero)
+          }>
+          joined = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+        }""")
+    feeds = {"M": np.array(3, np.int64), "x": np.array([10, 20], np.float32)}
+    want = np.array([[12, 22], [11, 21], [10, 20]], np.float32)
+    assert_same(run_fused(model, feeds, backend), [want])
+
+
+def test_a_copy_between_arrays_of_different_sizes_is_refused():
+    """The kernels' copy (runtime.put) stops instead of writing past its destination, or leaving
+    part of it uninitialised, when a code generator bug hands it arrays of different sizes."""
+    from rnnloop.codegen import runtime
+    with pytest.raises(ValueError, match="internal error"):
+        runtime.put(np.empty(3), np.ones(4))
+    with pytest.raises(ValueError, match="internal error"):
+        runtime.put(np.empty(4), np.ones(3))
+
+
+def test_a_kernel_that_stops_on_an_internal_error_runs_that_call_in_the_interpreter(monkeypatch):
+    from rnnloop.codegen import rules  # noqa: F401
+    original = kernel.RULES["<elementwise>"]
+
+    def rule(g, op, ins):
+        if op.op_type == "Neg":
+            g.body("_r.put(np.empty(3), np.ones(4))")
+        return original(g, op, ins)
+
+    monkeypatch.setitem(kernel.RULES, "<elementwise>", rule)
+    session = rnnloop.load(parse(DOUBLING), strict=True)
+    with pytest.warns(rnnloop.FallbackWarning, match="internal error"):
+        result = session.run(None, {"M": np.array(1, np.int64), "x": np.ones(2, np.float32)})
+    assert_same(result, [-np.ones(2, np.float32)])
