@@ -345,3 +345,27 @@ def test_a_kernel_that_stops_on_an_internal_error_runs_that_call_in_the_interpre
     with pytest.warns(rnnloop.FallbackWarning, match="internal error"):
         result = session.run(None, {"M": np.array(1, np.int64), "x": np.ones(2, np.float32)})
     assert_same(result, [-np.ones(2, np.float32)])
+
+
+@pytest.mark.parametrize("elem", [(0,), (3, 0)], ids=["float[0]", "float[3,0]"])
+@pytest.mark.parametrize("initial", [0, 2])
+def test_a_carried_sequence_of_empty_tensors_leaves_the_other_outputs_whole(backend, elem, initial):
+    """Elements with no values beside a scan output: every row of the scan output is written."""
+    dims = ",".join(map(str, elem))
+    model = parse(f"""
+        agraph (int64 M, float[{dims}] e, float[2] x, seq(float[{dims}]) s0) => (float[2] y, float[N,2] ys, seq(float[{dims}]) s)
+        {{
+          y, s, ys = Loop(M, "", x, s0) <body = body (int64 i, bool c, float[2] h, seq(float[{dims}]) q) => (bool c_out, float[2] h_next, seq(float[{dims}]) q_next, float[2] o) {{
+            c_out = Identity(c)
+            h_next = Add(h, h)
+            q_next = SequenceInsert(q, e)
+            o = Identity(h_next)
+          }}>
+        }}""")
+    feeds = {"M": np.array(20, np.int64), "e": np.zeros(elem, np.float32), "x": np.ones(2, np.float32),
+             "s0": [np.zeros(elem, np.float32)] * initial}
+    session = rnnloop.load(model, backend=backend, strict=backend == "numba")
+    for _ in range(3):
+        y, ys, s = session.run(None, feeds)
+        np.testing.assert_array_equal(ys, np.repeat(2.0 ** np.arange(1, 21), 2).reshape(20, 2))
+        assert len(s) == 20 + initial and all(v.shape == elem for v in s)
