@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, If, Loop, Op
+from ..ir import Graph, If
 from .emitter import NoRule, Var, code_text, dtype_name, literal, shape_tuple
-from .kernel import RULES, LoopGen, _emit_inner_loop, _scalar_of
+from .kernel import LoopGen, _scalar_of, emit_ops
 
 
 def emit_if(g: LoopGen, op: If) -> list[Var]:
@@ -78,54 +78,10 @@ def _branch(g: LoopGen, op: If, graph: Graph, captures: list[Var], known: list[n
                 g.define(name, Var(literal(value[()], value.dtype), value.dtype, 0, "scalar"))
             else:
                 g.add_constant(name, value)
-        _emit_graph(g, graph)
+        emit_ops(g, graph, set(graph.constants), hoist=False)  # hoisted work would run in both branches
         return [_result(g, op, graph, name) for name in graph.outputs]
     finally:
         g.graph, g.known, g.values, g.rows, g.kept_rows, g.sequences = saved
-
-
-def _emit_graph(g: LoopGen, graph: Graph) -> None:
-    """A branch's ops in order, elementwise groups fused (planned for this graph alone)."""
-    from . import fusion
-    groups = fusion.plan(graph, set(graph.constants))
-    for op in graph.ops:
-        group = groups.get(id(op))
-        if group is None:
-            _emit_op(g, op)
-        elif op is group.ops[-1]:  # the group runs where its last op would
-            g.body(f"# fused: {code_text(', '.join(o.where() for o in group.ops))}")
-            try:
-                values = fusion.emit(g, group.ops, group.materialized)
-            except NoRule as e:
-                raise NoRule(f"{op.where()}: {e}") from None
-            for name, var in values.items():
-                g.define(name, var)
-
-
-def _emit_op(g: LoopGen, op: Op) -> None:
-    """One op of a branch, in the branch: as kernel._emit_op but never hoisted out of the loop
-    (hoisted work runs whichever branch is taken)."""
-    from . import reductions, rules  # noqa: F401  (they register the rules)
-    from .scalar import ELEMENTWISE
-    if isinstance(op, Loop):
-        g.body(f"# {code_text(op.where())}")
-        outs = _emit_inner_loop(g, op)
-    elif isinstance(op, If):
-        outs = emit_if(g, op)
-    elif type(op) is not Op:
-        raise NoRule(f"{op.where()}: {op.op_type} inside a branch is not compiled yet")
-    else:
-        rule = RULES.get(op.op_type) or (RULES["<elementwise>"] if op.op_type in ELEMENTWISE else None)
-        if rule is None:
-            raise NoRule(f"{op.where()}: no code generation rule for {op.op_type}")
-        g.body(f"# {code_text(op.where())}")
-        try:
-            outs = rule(g, op, [g.var(n) for n in op.inputs])
-        except NoRule as e:
-            raise NoRule(f"{op.where()}: {e}") from None
-    for name, var in zip(op.outputs, outs):
-        if name:
-            g.define(name, var)
 
 
 def _result(g: LoopGen, op: If, graph: Graph, name: str) -> Var:

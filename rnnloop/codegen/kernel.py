@@ -431,20 +431,7 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
               "raise max_iterations if the loop is meant to run longer")
     for name, spec, src, t in slices:
         _slice_part(g, name, spec, src, t)
-    from . import fusion
-    groups = fusion.plan(loop.body, set(b_invariants) | set(loop.body.constants))
-    for op in loop.body.ops:
-        group = groups.get(id(op))
-        if group is None:
-            _emit_op(g, op)
-        elif op is group.ops[-1]:  # the group runs where its last op would
-            g.body(f"# fused: {code_text(', '.join(o.where() for o in group.ops))}")
-            try:
-                values = fusion.emit(g, group.ops, group.materialized)
-            except NoRule as e:
-                raise NoRule(f"{op.where()}: {e}") from None
-            for name, var in values.items():
-                g.define(name, var)
+    emit_ops(g, loop.body, set(b_invariants) | set(loop.body.constants))
     # The next condition is read first (the state swap below may reuse its buffer) but takes
     # effect last: a stacked or carried value may be the incoming condition, read as `cond`.
     cond_next = _read_cond(g, g.values[cond_out[0]]) if cond_out else None
@@ -716,8 +703,28 @@ def _next_state(g: LoopGen, carried: list, carried_next: list[str]) -> None:
         g.body(f"{buf} = {spare} if t > 0 else np.empty({placeholder}, {dtype_name(t.dtype)})")
 
 
-def _emit_op(g: LoopGen, op: Op) -> None:
-    """One body op: a comment naming it, then its rule's code, in the loop or hoisted before it."""
+def emit_ops(g: LoopGen, graph: Graph, invariants: set[str], hoist: bool = True) -> None:
+    """The ops of a loop body (or of a branch in it) in order, elementwise groups fused into one
+    nest each (fusion.plan); with `hoist`, ops that read only `invariants` run once, before the loop."""
+    from . import fusion
+    groups = fusion.plan(graph, invariants)
+    for op in graph.ops:
+        group = groups.get(id(op))
+        if group is None:
+            _emit_op(g, op, hoist)
+        elif op is group.ops[-1]:  # the group runs where its last op would
+            g.body(f"# fused: {code_text(', '.join(o.where() for o in group.ops))}")
+            try:
+                values = fusion.emit(g, group.ops, group.materialized)
+            except NoRule as e:
+                raise NoRule(f"{op.where()}: {e}") from None
+            for name, var in values.items():
+                g.define(name, var)
+
+
+def _emit_op(g: LoopGen, op: Op, hoist: bool = True) -> None:
+    """One body op: a comment naming it, then its rule's code, in the loop or (with `hoist`, when
+    it reads only invariants) before it."""
     from . import reductions, rules  # noqa: F401  (they register the rules)
     from .scalar import ELEMENTWISE
     if isinstance(op, Loop):
@@ -733,13 +740,13 @@ def _emit_op(g: LoopGen, op: Op) -> None:
         if rule is None:
             raise NoRule(f"{op.where()}: no code generation rule for {op.op_type}")
         ins = [g.var(n) for n in op.inputs]
-        invariant = all(v is None or v.kind in ("invariant", "scalar") for v in ins)
+        invariant = hoist and all(v is None or v.kind in ("invariant", "scalar") for v in ins)
         try:
             if invariant:  # the same every iteration: compute it once
                 with g.hoisted():
                     g.body(f"# {code_text(op.where())}")
                     outs = [v if v.kind == "scalar" else replace(v, kind="invariant") for v in rule(g, op, ins)]
-            elif op.op_type == "MatMul" and _rows_matmul(g, op, ins):
+            elif hoist and op.op_type == "MatMul" and _rows_matmul(g, op, ins):
                 return
             else:
                 g.body(f"# {code_text(op.where())}")

@@ -6,7 +6,7 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from ..ir import Op, TensorType
+from ..ir import Op
 from . import fusion
 from .emitter import NoRule, Var, dtype_name, shape_tuple
 from .kernel import LoopGen, emits, matmul_call
@@ -159,10 +159,15 @@ def emit_slice(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
 
 
 def _static_length(g: LoopGen, name: str, v: Var) -> int:
+    """The element count of a vector input (starts, a shape), when it is known before running."""
     value = g.const(name)
     if value is not None:
         return value.size
+    if v.shape is not None and v.rank == 1 and v.shape[0].isdigit():
+        return int(v.shape[0])
     t = g.type_of(name)
+    if not t.shape:  # a 0-d value holds one element
+        return 1
     if not isinstance(t.shape[0], int):
         raise NoRule(f"the length of '{name}' is not known before running")
     return t.shape[0]
@@ -307,6 +312,8 @@ def emit_reshape(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
 def _computed_dims(g: LoopGen, op: Op, x: Var, target: Var, allowzero: int) -> list[str]:
     """The sizes a shape computed in the kernel asks for, checked as the interpreter checks them:
     0 copies the input's size (unless allowzero), one -1 is inferred, none is below -1."""
+    if target.rank != 1 or target.dtype.kind not in "iu":
+        raise NoRule(f"the shape input '{op.inputs[1]}' is not a vector of integers")
     length = _static_length(g, op.inputs[1], target)
     emit = g.body
     dims = []
@@ -334,24 +341,12 @@ def _computed_dims(g: LoopGen, op: Op, x: Var, target: Var, allowzero: int) -> l
     known = emit.fresh("known")
     emit(f"{known} = {' * '.join(f'({d} if {d} != -1 else 1)' for d in dims)}")
     g.fail_if(f"({unknown}) > 0 and ({known} == 0 or {size} % {known} != 0)", op,
-              f"cannot infer the -1 of the shape for {{a}} elements", a=size)
+              "cannot infer the -1 of the shape for {a} elements", a=size)
     for d in dims:
         emit(f"{d} = {size} // {known} if {d} == -1 else {d}")
     g.fail_if(f"{' * '.join(dims)} != {size}", op, "cannot reshape {a} elements to {before}", a=size,
               shapes=(shape_tuple(dims), shape_tuple(dims), len(dims)))
     return dims
-
-
-def _static_length(g: LoopGen, name: str, v: Var) -> int:
-    """The length of a 1-D shape input, when it is known before the kernel runs."""
-    if v.rank != 1 or v.dtype.kind not in "iu":
-        raise NoRule(f"the shape input '{name}' is not a vector of integers")
-    if v.shape is not None and v.shape[0].isdigit():
-        return int(v.shape[0])
-    t = g.graph.type_of(name)
-    if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == 1 and isinstance(t.shape[0], int):
-        return t.shape[0]
-    raise NoRule(f"the length of the shape input '{name}' is not known before running")
 
 
 @emits("Flatten")
