@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .codegen.emitter import NoRule
 from .codegen.fused import FusedLoop, debug_level
-from .errors import FallbackWarning, UnsupportedModelError
+from .errors import FallbackWarning, RnnloopError, UnsupportedModelError
 from .ir import Graph, Loop
 
 BACKENDS = ("numba", "interp")
@@ -31,7 +31,7 @@ class LoopPlan:
 def plan_graph(graph: Graph, backend: str, strict: bool) -> list[LoopPlan]:
     """Plan every loop of `graph`: outermost first; loops inside a fused loop are part of its kernel."""
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        raise RnnloopError(f"backend must be one of {BACKENDS}, got {backend!r}")
     plans: list[LoopPlan] = []
     _plan_ops(graph, backend, plans)
     interpreted = [p for p in plans if p.fused is None]

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, RnnloopError
 from .interp.graph import Options, run_graph
 from .ir import (
     Graph,
@@ -22,7 +22,7 @@ from .ir import (
     iter_ops,
 )
 from .passes import cancel_unsqueezes, eliminate_dead_code, fold_constants, forward_identities
-from .plan import plan_graph
+from .plan import BACKENDS, plan_graph
 from .typeinfer import infer_types
 from .verify import verify
 
@@ -60,6 +60,8 @@ class Session:
 
     def __init__(self, graph: Graph, *, backend: str = "numba", strict: bool = False,
                  max_iterations: int | None = None):
+        if backend not in BACKENDS:  # before the work of loading
+            raise RnnloopError(f"backend must be one of {BACKENDS}, got {backend!r}")
         verify(infer_types(graph))  # types first: exporters leave loop bodies untyped
         self.graph = graph = eliminate_dead_code(forward_identities(cancel_unsqueezes(fold_constants(graph))))
         for g in _graphs(graph):  # (ONNX's raw data arrives read-only; a kernel takes writable arrays)
@@ -82,6 +84,9 @@ class Session:
     def run(self, output_names: Sequence[str] | None, feeds: dict[str, Any]) -> list[Any]:
         """Run the model on `feeds`; returns the named outputs (all when None): arrays, lists for sequences."""
         graph = self.graph
+        if isinstance(output_names, str):
+            raise InputError(f"output_names must be a list of names (or None for all), got the string "
+                             f"{output_names!r}; pass [{output_names!r}]")
         wanted = list(graph.outputs) if output_names is None else list(output_names)
         unknown = [n for n in wanted if n not in graph.outputs]
         if unknown:

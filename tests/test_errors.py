@@ -242,3 +242,24 @@ def test_shape_arithmetic_is_remembered_by_input_shape_and_handed_out_as_copies(
     plan = GraphPlan.of(session.graph)
     assert [op.op_type for op in (s.op for s in plan.steps if s.shaped)] == ["Shape", "Gather"]
     assert sorted(plan.memo) == [((2, 3),), ((5, 3),)]
+
+
+def test_an_unknown_backend_is_an_rnnloop_error():
+    model = parse("""
+        agraph (float[2] x) => (float[2] y)
+        {
+          y = Neg(x)
+        }""")
+    with pytest.raises(rnnloop.RnnloopError, match=r"backend must be one of \('numba', 'interp'\), got 'numbaa'"):
+        rnnloop.load(model, backend="numbaa")
+
+
+def test_output_names_given_as_a_string_is_an_error_that_says_to_pass_a_list():
+    model = parse("""
+        agraph (float[2] x) => (float[2] y)
+        {
+          y = Neg(x)
+        }""")
+    session = rnnloop.load(model)
+    with pytest.raises(rnnloop.InputError, match=r"pass \['y'\]"):
+        session.run("y", {"x": np.ones(2, np.float32)})
