@@ -9,6 +9,8 @@ import onnx
 import pytest
 
 import rnnloop
+from rnnloop.builder import Builder
+from rnnloop.ir import Graph, Slice, Stack, TensorType
 
 IR_VERSION = 8  # onnxruntime reads at most 13; onnx 1.23 writes 14 by default
 
@@ -77,3 +79,19 @@ def assert_same(actual: list, expected: list, rtol: float = 1e-5, atol: float = 
         assert a.dtype == e.dtype, (a.dtype, e.dtype)
         assert a.shape == e.shape, (a.shape, e.shape)
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)
+
+
+def cumulative_sum(slice_: Slice, stack: Stack, outputs: list[str] | None = None) -> Graph:
+    """An IR loop whose body declares no types: carry += x_part, the carry stacked after each step;
+    x is float32 [6, 4]. `outputs` names the final carry and the stacked output."""
+    b = Builder("main")
+    x = b.input("x", TensorType(np.dtype(np.float32), (6, 4)))
+    zero = b.constant(np.zeros((1, 4) if slice_.keep_axis else (4,), np.float32))
+    body = b.sub("body")
+    acc, part = body.input("acc"), body.input("part")
+    total = body.op1("Add", acc, part)
+    body.output(total)
+    body.output(total)
+    for name in b.loop(body.graph, carried=[zero], sliced=[(x, slice_)], stacked=[stack], outputs=outputs):
+        b.output(name)
+    return b.graph

@@ -29,7 +29,7 @@ from model_fuzz import build_model
 
 import rnnloop
 
-EXAMPLES = int(os.environ.get("RNNLOOP_FUZZ_EXAMPLES", "10"))  # each compiles cold in 2-20 s
+EXAMPLES = int(os.environ.get("RNNLOOP_FUZZ_EXAMPLES", "10"))  # about 4 s a seed when its kernels compile
 TIMEOUT = 300  # seconds for one model: a cold compile of its kernels on a busy machine fits in this
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                     phases=[Phase.explicit, Phase.generate], suppress_health_check=[HealthCheck.too_slow])

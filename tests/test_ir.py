@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import cumulative_sum
 
 from rnnloop.builder import Builder
 from rnnloop.errors import ModelError, RunError
@@ -12,22 +13,6 @@ from rnnloop.ir import Slice, Stack, TensorType, format_graph
 from rnnloop.verify import verify
 
 F32 = np.dtype(np.float32)
-
-
-def cumulative_sum(slice_: Slice, stack: Stack):
-    """carry += x_part; stacked output: the carry after each step."""
-    b = Builder("main")
-    x = b.input("x", TensorType(F32, (6, 4)))
-    zero = b.constant(np.zeros((1, 4) if slice_.keep_axis else (4,), np.float32))
-    body = b.sub("body")
-    acc, part = body.input("acc"), body.input("part")
-    total = body.op1("Add", acc, part)
-    body.output(total)
-    body.output(total)
-    outs = b.loop(body.graph, carried=[zero], sliced=[(x, slice_)], stacked=[stack])
-    for name in outs:
-        b.output(name)
-    return b.graph
 
 
 def run_ir(graph, *args):

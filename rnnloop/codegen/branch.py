@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, If
-from .emitter import NoRule, Var, code_text, dtype_name, literal, shape_tuple
+from .emitter import NoRule, Var, code_text, dtype_name, shape_tuple
 from .kernel import LoopGen, _scalar_of, emit_ops
 
 
@@ -71,13 +71,7 @@ def _branch(g: LoopGen, op: If, graph: Graph, captures: list[Var], known: list[n
     try:
         for name, v in zip(graph.inputs, captures):
             g.define(name, v)
-        for name, value in graph.constants.items():
-            if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
-                raise NoRule(f"{op.where()}: branch constant '{name}' is not a numeric tensor")
-            if value.ndim == 0:
-                g.define(name, Var(literal(value[()], value.dtype), value.dtype, 0, "scalar"))
-            else:
-                g.add_constant(name, value)
+        g.define_constants(graph, f"{op.where()}: branch")
         emit_ops(g, graph, set(graph.constants), hoist=False)  # hoisted work would run in both branches
         return [_result(g, op, graph, name) for name in graph.outputs]
     finally:

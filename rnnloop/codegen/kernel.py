@@ -309,6 +309,16 @@ class LoopGen:
         self.define(name, Var(self.pass_constant(value, f"k_{name}"), value.dtype, value.ndim, "invariant",
                               tuple(map(str, value.shape))))
 
+    def define_constants(self, graph: Graph, what: str) -> None:
+        """The constants of a body or branch: a 0-d one as a literal, any other passed in."""
+        for name, value in graph.constants.items():
+            if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+                raise NoRule(f"{what} constant '{name}' is not a numeric tensor")
+            if value.ndim == 0:
+                self.define(name, Var(literal(value[()], value.dtype), value.dtype, 0, "scalar"))
+            else:
+                self.add_constant(name, value)
+
     def mark(self, op: Op) -> None:
         """Record `op` as running, so an error NumPy raises inside the kernel can name it."""
         code = self.module.error_code(op.where(), "{error}")
@@ -393,13 +403,7 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
         value = g.known.get(name)  # a constant of the enclosing graph: its sizes are known
         dims = tuple(map(str, value.shape)) if isinstance(value, np.ndarray) and value.ndim == len(t.shape) else None
         g.define(name, Var(arg, t.dtype, len(t.shape), "invariant", dims))
-    for name, value in loop.body.constants.items():
-        if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
-            raise NoRule(f"body constant '{name}' is not a numeric tensor")
-        if value.ndim == 0:
-            g.define(name, Var(literal(value[()], value.dtype), value.dtype, 0, "scalar"))
-        else:
-            g.add_constant(name, value)
+    g.define_constants(loop.body, "body")
 
     pre("limit = trip")
     pre("t = 0")
