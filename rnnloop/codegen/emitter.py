@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,8 +11,24 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def debug_level() -> int:
+    """RNNLOOP_DEBUG: 1 prints the plan at load, 2 also the kernel sources and raw kernel errors."""
+    value = os.environ.get("RNNLOOP_DEBUG", "0")
+    return int(value) if value.isdigit() else 1
+
+
+def generator_failure(error: Exception) -> "NoRule":
+    """A bug of the code generator (any error but NoRule) as a NoRule: it costs speed, not the answer."""
+    first = (str(error).strip().splitlines() or [""])[0][:300]
+    return NoRule(f"the code generator failed ({type(error).__name__}: {first}); please report it")
+
+
 class NoRule(Exception):
-    """The code generator has no rule for an op in this form; the loop runs in the interpreter."""
+    """The code generator has no rule for an op in this form; the loop runs in the interpreter.
+
+    `op` is the op of the graph being generated that could not be (set by kernel.emit_ops)."""
+
+    op = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +134,8 @@ class Emitter:
         base = re.sub(r"[^0-9A-Za-z_]", "_", hint) or "v"
         if base[0].isdigit():
             base = "_" + base
+        if base.startswith("K_"):  # the prefix of the module's constants (kernel.CONSTANT_PREFIX)
+            base = "v" + base
         name, k = base, 1
         while name in self.names:
             k += 1

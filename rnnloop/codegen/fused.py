@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import warnings
 from typing import Any
@@ -13,19 +12,107 @@ from ..errors import FallbackWarning, RunError
 from ..interp.graph import Options
 from ..interp.loop import run_loop, single_value
 from ..interp.sequence_ops import RowSequence
-from ..ir import Loop, SequenceType, TensorType
+from ..ir import Loop, Op, SequenceType, TensorType
 from .cache import load_source
-from .emitter import NoRule
+from .emitter import NoRule, debug_level
 from .kernel import STATUS_SIZE, KernelModule, generate
 
 
-def debug_level() -> int:
-    """RNNLOOP_DEBUG: 1 prints the plan at load, 2 also the kernel sources and raw kernel errors."""
-    value = os.environ.get("RNNLOOP_DEBUG", "0")
-    return int(value) if value.isdigit() else 1
+class Compiled:
+    """A generated kernel compiled at load for one signature, called with a fallback: the
+    interpreter runs a call the kernel cannot (inputs of other types, a kernel that stops on an
+    error it does not check for), with a warning. Subclasses set `kernel`, `expected` (the dtype
+    and rank of each input), `label`, then call setup()."""
+
+    kernel: KernelModule
+    expected: list[tuple[np.dtype, int]]
+    label: str
+
+    def setup(self) -> None:
+        # Every array reaches the kernel C-contiguous and writable (see _argument), constants too,
+        # so one signature, compiled here, serves every call.
+        self.constants = [_argument(c) for c in self.kernel.constants]
+        self.fallbacks = 0
+        function = self._dispatcher = self._compile()
+        # The compiled function itself: it unboxes its arguments as the signature says without
+        # Numba's dispatch (typing each argument: a microsecond for a few arrays). Arguments must
+        # then have exactly those types, which fits() and _argument() ensure.
+        self.function = function.overloads[function.signatures[0]].entry_point
+
+    @property
+    def source(self) -> str:
+        return self.kernel.source
+
+    def compile(self):
+        """The kernel's dispatcher (compiled at load)."""
+        return self._dispatcher
+
+    def prefix_types(self) -> tuple:
+        """The Numba types of the parameters before the inputs."""
+        raise NotImplementedError
+
+    def signature(self) -> tuple:
+        """The Numba types of the kernel's parameters: the prefix, the inputs as the model declares
+        them, then the constants."""
+        import numba
+        from numba import types
+        arrays = [types.Array(numba.from_dtype(dtype), rank, "C") for dtype, rank in self.expected]
+        return (*self.prefix_types(), *arrays, *(numba.typeof(c) for c in self.constants))
+
+    def _compile(self):
+        """Import the kernel's module from the cache and compile it for its one signature, now, at
+        load: a failure here (a bad line of generated code, a Numba typing or lowering error) is
+        a NoRule, so the code runs in the interpreter and never fails a run."""
+        try:
+            module = load_source(self.kernel.source, label=self.label)
+            function = getattr(module, self.kernel.entry)
+            function.compile(self.signature())
+        except Exception as e:  # noqa: BLE001 - whatever the code generator got wrong
+            if debug_level() >= 2:
+                raise
+            raise NoRule(compile_failure(e, self.kernel.source)) from e
+        return function
+
+    def fits(self, arrays: list[Any]) -> bool:
+        return all(isinstance(value, np.ndarray) and (value.dtype, value.ndim) == expected
+                   for value, expected in zip(arrays, self.expected))
+
+    def call(self, op: Op, values: list[Any], options: Options, scalars: tuple, arrays: list[Any]) -> tuple:
+        """The kernel's results for `arrays` after the `scalars` of its prefix; an error it checks
+        for is a RunError, any other failure runs this call in the interpreter."""
+        status = np.zeros(STATUS_SIZE, np.int64)
+        try:
+            return self.function(status, *scalars, *map(_argument, arrays), *self.constants)
+        except Exception as e:
+            return self.failed(e, status, op, values, options)
+
+    def failed(self, e: Exception, status: np.ndarray, op: Op, values: list[Any], options: Options) -> tuple:
+        """After the kernel raised `e`: a RunError for an error it checks for, else this call's
+        results from the interpreter."""
+        if int(status[0]) in self.kernel.fallbacks:
+            return self.interpret(op, values, options, self.kernel.error(status, e))
+        if debug_level() >= 2:
+            raise e
+        from .runtime import INTERNAL  # (numba is imported only once a kernel runs)
+        message = self.kernel.error(status, e)
+        if message and str(e) != INTERNAL:
+            raise RunError(message) from None
+        # Not an error the kernel checks for: a bug of ours, which costs this call its speed.
+        return self.interpret(op, values, options, f"its kernel failed ({type(e).__name__}: {e}); "
+                              "please report it")
+
+    def interpret(self, op: Op, values: list[Any], options: Options, why: str) -> tuple:
+        """Run this call in the interpreter, warning the first time."""
+        if not self.fallbacks:
+            warnings.warn(f"{op.where()}: {why}; it runs in the interpreter", FallbackWarning, stacklevel=3)
+        self.fallbacks += 1
+        return self.run_interpreted(op, values, options)
+
+    def run_interpreted(self, op: Op, values: list[Any], options: Options) -> tuple:
+        raise NotImplementedError
 
 
-class FusedLoop:
+class FusedLoop(Compiled):
     """Runs one loop through its kernel; falls back to the interpreter for inputs of another type.
 
     The kernel was generated for the dtypes and ranks the model declares; a feed of another rank
@@ -35,7 +122,7 @@ class FusedLoop:
     def __init__(self, loop: Loop, label: str, known: dict[str, np.ndarray]):
         self.loop = loop
         self.label = label
-        self.kernel: KernelModule = generate(loop, label, known)
+        self.kernel = generate(loop, label, known)
         body_inputs = loop.body.inputs[loop.body_iteration + loop.body_cond_in:]
         # (dtype, rank) of each input the kernel takes: a sliced input has the sliced axis too.
         ranks_added = [0] * loop.n_carried + [0 if s.keep_axis else 1 for s in loop.sliced]
@@ -50,83 +137,31 @@ class FusedLoop:
             if not (isinstance(t, TensorType) and t.dtype is not None and t.shape is not None):
                 raise NoRule(f"the type of loop input '{name}' is not a tensor of known dtype and rank ({t})")
             self.expected.append((np.dtype(t.dtype), len(t.shape) + added))
-        # Every array reaches the kernel C-contiguous and writable (see _argument), constants too,
-        # so one signature, compiled here, serves every call.
-        self.constants = [_argument(c) for c in self.kernel.constants]
-        self._function = self._compile()
-        self.fallbacks = 0
+        self.setup()
 
-    @property
-    def source(self) -> str:
-        return self.kernel.source
-
-    def signature(self) -> tuple:
-        """The Numba types of the kernel's parameters: status, max_iter, trip, cond, the loop's
-        inputs as the model declares them, then the constants."""
-        import numba
+    def prefix_types(self) -> tuple:
+        """status, max_iter, trip, cond."""
         from numba import types
-        arrays = [types.Array(numba.from_dtype(dtype), rank, "C") for dtype, rank in self.expected]
-        return (types.Array(types.int64, 1, "C"), types.int64, types.int64, types.boolean, *arrays,
-                *(numba.typeof(c) for c in self.constants))
-
-    def _compile(self):
-        """Import the kernel's module from the cache and compile it for its one signature, now, at
-        load: a failure here (a bad line of generated code, a Numba typing or lowering error) is
-        a NoRule, so the loop runs in the interpreter and never fails a run."""
-        try:
-            module = load_source(self.kernel.source, label=self.label)
-            function = getattr(module, self.kernel.entry)
-            function.compile(self.signature())
-        except Exception as e:  # noqa: BLE001 - whatever the code generator got wrong
-            if debug_level() >= 2:
-                raise
-            raise NoRule(compile_failure(e, self.kernel.source)) from e
-        return function
-
-    def compile(self):
-        """The kernel's dispatcher (compiled at load)."""
-        return self._function
+        return (types.Array(types.int64, 1, "C"), types.int64, types.int64, types.boolean)
 
     def __call__(self, op: Loop, values: list[Any], options: Options) -> tuple:
         arrays = list(values[2:])
         for k in self.sequences:  # a sequence whose elements share one shape goes in stacked
             arrays[k] = _stacked(arrays[k], *self.expected[k])
-        if not self._fits(arrays):
-            return self._interpret(op, values, options, "inputs of other dtypes or ranks than the model "
-                                   f"declares ({_describe(values[2:])})")
+        if not self.fits(arrays):
+            return self.interpret(op, values, options, "inputs of other dtypes or ranks than the model "
+                                  f"declares ({_describe(values[2:])})")
         trip = -1 if values[0] is None else max(int(single_value(op, values[0], "trip count")), 0)
         cond = True if values[1] is None else bool(single_value(op, values[1], "condition"))
         cap = -1 if options.max_iterations is None else int(options.max_iterations)
-        status = np.zeros(STATUS_SIZE, np.int64)
-        try:
-            results = self._function(status, cap, trip, cond, *map(_argument, arrays), *self.constants)
-        except Exception as e:
-            if int(status[0]) in self.kernel.fallbacks:
-                return self._interpret(op, values, options, self.kernel.error(status, e))
-            if debug_level() >= 2:
-                raise
-            from .runtime import INTERNAL  # (numba is imported only once a kernel runs)
-            message = self.kernel.error(status, e)
-            if message and str(e) != INTERNAL:
-                raise RunError(message) from None
-            # Not an error the kernel checks for: a bug of ours, which costs this call its speed.
-            return self._interpret(op, values, options, f"its kernel failed ({type(e).__name__}: {e}); "
-                                   "please report it")
-        if self.sequences:
-            results = tuple(RowSequence(r) if k in self.sequences else r for k, r in enumerate(results))
+        results = self.call(op, values, options, (cap, trip, cond), arrays)
+        if self.sequences and results is not None:
+            results = tuple(RowSequence(r) if k in self.sequences and isinstance(r, np.ndarray) else r
+                            for k, r in enumerate(results))
         return results
 
-    def _interpret(self, op: Loop, values: list[Any], options: Options, why: str) -> tuple:
-        """Run this call in the interpreter, warning the first time."""
-        if not self.fallbacks:
-            warnings.warn(f"{op.where()}: {why}; this loop runs in the interpreter", FallbackWarning,
-                          stacklevel=3)
-        self.fallbacks += 1
+    def run_interpreted(self, op: Loop, values: list[Any], options: Options) -> tuple:
         return run_loop(op, values, options)
-
-    def _fits(self, arrays: list[Any]) -> bool:
-        return all(isinstance(value, np.ndarray) and (value.dtype, value.ndim) == expected
-                   for value, expected in zip(arrays, self.expected))
 
 
 def _argument(array: np.ndarray) -> np.ndarray:

@@ -185,7 +185,7 @@ def _broadcast_dims(g, op: Op, arrays: list[Var], rank: int) -> list[str]:
             # Checked, sizes that include a fixed one above 1 broadcast to it. (The fixed size is
             # not given `covered`: a literal means the same anywhere, the check only where it ran.)
             dim = next((s for s in covered if s.isdigit() and int(s) > 1), checked)
-            if g.body.depth == 2:  # not inside a block that may not run
+            if g.body.depth == g.top_depth:  # not inside a block that may not run
                 g.checked_dims[covered] = (dim, g.body)
         dims.append(dim or "1")
     return dims

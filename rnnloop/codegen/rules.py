@@ -6,7 +6,7 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from ..ir import Op
+from ..ir import Op, TensorType
 from . import fusion
 from .emitter import NoRule, Var, dtype_name, shape_tuple
 from .kernel import LoopGen, emits, matmul_call
@@ -184,8 +184,16 @@ def emit_squeeze(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     """Index the removed size-1 axes with 0: a view, checked to be size 1."""
     x = ins[0]
     axes = _axes_input(g, op, ins)
-    if axes is None:
-        raise NoRule("Squeeze without axes depends on run-time sizes")
+    if axes is None:  # every axis of size 1: those the model says are, checked that no other is
+        t = g.graph.type_of(op.inputs[0])
+        shape = t.shape if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == x.rank \
+            else (None,) * x.rank
+        axes = [a for a, d in enumerate(shape) if d == 1]
+        others = [x.dim(a) for a, d in enumerate(shape) if not isinstance(d, int)]
+        if others:
+            g.fail_if(" or ".join(f"{d} == 1" for d in others), op,
+                      "an axis of size 1 the model does not declare: the result's rank depends on it",
+                      fallback=True)
     axes = {_axis(a, x.rank) for a in axes}
     for a in sorted(axes):
         g.fail_if(f"{x.dim(a)} != 1", op, f"cannot squeeze axis {a} of size {{a}}", a=x.dim(a))
