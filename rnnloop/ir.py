@@ -204,6 +204,19 @@ class If(Op):
         return [self.then_graph, self.else_graph]
 
 
+@dataclass
+class Region(Op):
+    """Ops of a graph compiled into one kernel (see partition.py). It means exactly its body: a
+    closed graph of those ops, whose inputs are the values they read from outside and whose
+    outputs are the values read after them; the interpreter runs it as that graph."""
+
+    body: Graph = field(default_factory=lambda: Graph("region"))
+
+    @property
+    def subgraphs(self) -> list[Graph]:
+        return [self.body]
+
+
 # ---------------------------------------------------------------------------------------------
 # Stable text form
 

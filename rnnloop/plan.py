@@ -6,34 +6,40 @@ import sys
 import warnings
 from dataclasses import dataclass
 
-from .codegen.emitter import NoRule
+from .codegen.emitter import NoRule, generator_failure
 from .codegen.fused import FusedLoop, debug_level
+from .codegen.region import CompiledRegion
 from .errors import FallbackWarning, RnnloopError, UnsupportedModelError
-from .ir import Graph, Loop
+from .ir import Graph, Loop, Region, iter_ops
 
 BACKENDS = ("numba", "interp")
 
 
 @dataclass
 class LoopPlan:
-    """How one loop runs: `fused` holds its kernel, or `reason` says why it is interpreted."""
+    """How one loop runs: `fused` holds the kernel it is part of (its own, or its region's), or
+    `reason` says why it is interpreted."""
 
     op: Loop
-    fused: FusedLoop | None
+    fused: FusedLoop | CompiledRegion | None
     reason: str = ""
 
     def describe(self) -> str:
+        if isinstance(self.fused, CompiledRegion):
+            return f"{self.op.where()}: fused into the kernel of {self.fused.label}"
         if self.fused is not None:
             return f"{self.op.where()}: fused into one kernel"
         return f"{self.op.where()}: interpreted ({self.reason})"
 
 
-def plan_graph(graph: Graph, backend: str, strict: bool) -> list[LoopPlan]:
-    """Plan every loop of `graph`: outermost first; loops inside a fused loop are part of its kernel."""
+def plan_graph(graph: Graph, backend: str, strict: bool, regions: dict[int, CompiledRegion] | None = None
+               ) -> list[LoopPlan]:
+    """Plan every loop of `graph`: outermost first; loops inside a fused loop are part of its kernel,
+    and so are the loops of a compiled region (`regions`: by id of their Region op)."""
     if backend not in BACKENDS:
         raise RnnloopError(f"backend must be one of {BACKENDS}, got {backend!r}")
     plans: list[LoopPlan] = []
-    _plan_ops(graph, backend, plans)
+    _plan_ops(graph, backend, plans, regions or {})
     interpreted = [p for p in plans if p.fused is None]
     if backend == "numba" and interpreted:
         if strict:
@@ -50,8 +56,13 @@ def plan_graph(graph: Graph, backend: str, strict: bool) -> list[LoopPlan]:
     return plans
 
 
-def _plan_ops(graph: Graph, backend: str, plans: list[LoopPlan]) -> None:
+def _plan_ops(graph: Graph, backend: str, plans: list[LoopPlan], regions: dict[int, CompiledRegion]) -> None:
     for op in graph.ops:
+        if isinstance(op, Region):
+            compiled = regions.get(id(op))
+            plans.extend(LoopPlan(loop, compiled, "" if compiled else "its region runs in the interpreter")
+                         for loop in iter_ops(op.body) if isinstance(loop, Loop))
+            continue
         if isinstance(op, Loop):
             if backend == "interp":
                 plans.append(LoopPlan(op, None, "backend='interp'"))
@@ -64,8 +75,6 @@ def _plan_ops(graph: Graph, backend: str, plans: list[LoopPlan]) -> None:
                 except Exception as e:  # noqa: BLE001 - a code generator bug costs speed, not the answer
                     if debug_level() >= 2:
                         raise
-                    first = (str(e).strip().splitlines() or [""])[0][:300]
-                    plans.append(LoopPlan(op, None, f"the code generator failed ({type(e).__name__}: {first}); "
-                                                    "please report it"))
+                    plans.append(LoopPlan(op, None, str(generator_failure(e))))
         for sub in op.subgraphs:
-            _plan_ops(sub, backend, plans)
+            _plan_ops(sub, backend, plans, regions)

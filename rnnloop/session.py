@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import bisect
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .errors import InputError, RnnloopError
+from .codegen.fused import FusedLoop
+from .codegen.kernel import STATUS_SIZE
+from .errors import FallbackWarning, InputError, RnnloopError, UnsupportedModelError
 from .interp.graph import Options, run_graph
 from .ir import (
     Graph,
+    Loop,
     OptionalType,
     SequenceType,
     TensorType,
@@ -21,6 +25,7 @@ from .ir import (
     format_graph,
     iter_ops,
 )
+from .partition import compile_regions
 from .passes import cancel_unsqueezes, eliminate_dead_code, fold_constants, forward_identities
 from .plan import BACKENDS, plan_graph
 from .typeinfer import infer_types
@@ -67,13 +72,28 @@ class Session:
         for g in _graphs(graph):  # (ONNX's raw data arrives read-only; a kernel takes writable arrays)
             g.constants = {n: _writable(c) for n, c in g.constants.items()}
         self.backend = backend
-        self.plans = plan_graph(graph, backend, strict)
+        # The program: the graph with its compiled regions in place of their ops.
+        self.partition = compile_regions(graph) if backend == "numba" else None
+        self.program = program = self.partition.graph if self.partition else graph
+        if self.partition and self.partition.failed:
+            if strict:
+                raise UnsupportedModelError("strict=True and some regions do not compile:\n" +
+                                            "\n".join("  " + f for f in self.partition.failed))
+            for failure in self.partition.failed:
+                warnings.warn(failure, FallbackWarning, stacklevel=3)
+        compiled = {id(c.op): c for c in (self.partition.compiled if self.partition else ())}
+        self.plans = plan_graph(program, backend, strict, compiled)
         # Arrays a run may hand back without computing them: results must never alias these.
         self._constants = _Memory(c for g in _graphs(graph) for c in g.constants.values() if isinstance(c, np.ndarray))
         if max_iterations is None and os.environ.get("RNNLOOP_MAX_ITERATIONS"):
             max_iterations = int(os.environ["RNNLOOP_MAX_ITERATIONS"])
-        kernels = {id(p.op): p.fused for p in self.plans if p.fused is not None}
+        kernels = {id(p.op): p.fused for p in self.plans if isinstance(p.fused, FusedLoop)}
+        kernels.update(compiled)
         self.options = Options(max_iterations=max_iterations, kernels=kernels)
+        whole = self.partition.whole() if self.partition else None
+        typed = all(isinstance(t, TensorType) and t.dtype is not None and t.shape is not None
+                    for t in map(graph.type_of, graph.inputs))
+        self._direct = _Direct(self, whole) if whole is not None and typed else None
 
     def get_inputs(self) -> list[ValueInfo]:
         return [_info(self.graph, n) for n in self.graph.inputs]
@@ -83,6 +103,10 @@ class Session:
 
     def run(self, output_names: Sequence[str] | None, feeds: dict[str, Any]) -> list[Any]:
         """Run the model on `feeds`; returns the named outputs (all when None): arrays, lists for sequences."""
+        if self._direct is not None:
+            results = self._direct(output_names, feeds)
+            if results is not None:
+                return results
         graph = self.graph
         if isinstance(output_names, str):
             raise InputError(f"output_names must be a list of names (or None for all), got the string "
@@ -93,7 +117,7 @@ class Session:
             raise InputError(f"unknown output name(s) {unknown}; the model's outputs are {graph.outputs}")
         args = check_feeds(graph, feeds)
         with np.errstate(all="ignore"):  # ONNX math is IEEE: 1/0 is inf, log(0) is -inf, no warnings
-            outputs, _ = run_graph(graph, args, self.options)
+            outputs, _ = run_graph(self.program, args, self.options)
         by_name = dict(zip(graph.outputs, outputs))
         # A result that shares memory with a constant or a feed (an Identity of it, a loop that ran zero
         # times) is copied, so the caller owns every result and a later run never changes it.
@@ -101,16 +125,75 @@ class Session:
         return [_own(by_name[n], shared) for n in wanted]
 
     def explain(self) -> str:
-        """How each loop runs, one line per loop: fused, or interpreted and why."""
-        return "\n".join(p.describe() for p in self.plans) or "the model has no loops"
+        """How the model runs: its compiled regions with their ops, each op left to the interpreter
+        and why, and each loop (fused, or interpreted and why)."""
+        lines = []
+        if self.partition is not None:
+            lines += [c.describe() for c in self.partition.compiled]
+            lines += [f"{op.where()}: interpreted ({why})" for op, why in self.partition.interpreted
+                      if not isinstance(op, Loop)]  # (a loop's line follows)
+        lines += [p.describe() for p in self.plans]
+        return "\n".join(lines) or "the model has no loops"
 
     def kernel_sources(self) -> list[tuple[str, str]]:
-        """(loop, generated source) for every fused loop."""
-        return [(p.op.where(), p.fused.source) for p in self.plans if p.fused is not None]
+        """(what it runs, generated source) for every kernel: each compiled region, each loop fused on
+        its own."""
+        regions = [(c.label, c.source) for c in self.partition.compiled] if self.partition else []
+        return regions + [(p.op.where(), p.fused.source) for p in self.plans if isinstance(p.fused, FusedLoop)]
 
     def ir_text(self) -> str:
         """The model's IR in its stable text form."""
         return format_graph(self.graph)
+
+
+class _Direct:
+    """Session.run for a model that is one compiled region: feeds that need no conversion go
+    straight to its kernel. Anything else (a missing or extra feed, another dtype, rank or fixed
+    size, a name that is not an output) returns None, and the general path runs or explains it."""
+
+    def __init__(self, session: Session, region):
+        graph = session.graph
+        self.session, self.region = session, region
+        self.inputs = []  # (name, dtype, rank, fixed sizes as (axis, size) pairs), in graph order
+        for name in graph.inputs:
+            t = graph.type_of(name)
+            fixed = tuple((a, d) for a, d in enumerate(t.shape) if isinstance(d, int))
+            self.inputs.append((name, np.dtype(t.dtype), len(t.shape), fixed))
+        self.passed = [graph.inputs.index(n) for n in region.op.inputs]  # what the kernel takes
+        produced = {name: k for k, name in enumerate(region.op.outputs)}
+        self.index = {name: produced[name] for name in graph.outputs}
+        self.all = [produced[name] for name in graph.outputs]
+        self.cap = -1 if session.options.max_iterations is None else int(session.options.max_iterations)
+
+    def __call__(self, output_names, feeds) -> list[Any] | None:
+        if type(feeds) is not dict or len(feeds) != len(self.inputs):
+            return None
+        arrays = []
+        for name, dtype, rank, fixed in self.inputs:
+            value = feeds.get(name)
+            # (flags.carray: C-contiguous, aligned and writable, as the kernel's signature takes it)
+            if value.__class__ is not np.ndarray or value.dtype != dtype or value.ndim != rank \
+                    or not value.flags.carray:
+                return None
+            for axis, size in fixed:
+                if value.shape[axis] != size:
+                    return None
+            arrays.append(value)
+        if output_names is None:
+            picked = self.all
+        else:
+            index = self.index
+            if isinstance(output_names, str) or not all(name in index for name in output_names):
+                return None
+            picked = [index[name] for name in output_names]
+        region = self.region
+        values = [arrays[k] for k in self.passed]
+        status = np.zeros(STATUS_SIZE, np.int64)
+        try:
+            results = region.function(status, self.cap, *values, *region.constants)
+        except Exception as e:
+            results = region.failed(e, status, region.op, values, self.session.options)
+        return [results[k] for k in picked]  # (the kernel's own arrays: see region._returned)
 
 
 def _graphs(graph: Graph):

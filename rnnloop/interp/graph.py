@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import OpError, RnnloopError, RunError
-from ..ir import Graph, If, Loop, Op
+from ..ir import Graph, If, Loop, Op, Region
 from . import math_ops, sequence_ops, tensor_ops  # noqa: F401  (register the op functions)
 from .registry import RUNNERS
 
@@ -117,7 +117,7 @@ def _plan_steps(graph: Graph) -> list[_Step]:
                        or op.op_type in _SHAPE_MATH and all(n in known for n in reads)))
         if shaped:
             known.update(n for n in op.outputs if n)
-        steps.append(_Step(op, run, dies, run is run_if or isinstance(op, Loop), op.op_type in FRESH_LIST_OPS,
+        steps.append(_Step(op, run, dies, isinstance(op, (Loop, If, Region)), op.op_type in FRESH_LIST_OPS,
                            shaped))
     return steps
 
@@ -128,6 +128,8 @@ def _runner(op: Op) -> Callable:
         return run_loop
     if isinstance(op, If):
         return run_if
+    if isinstance(op, Region):
+        return run_region
     try:
         return RUNNERS[op.op_type]
     except KeyError:
@@ -228,4 +230,10 @@ def run_if(op: If, values: list[Any], options: Options) -> tuple:
         raise RunError(f"{op.where()}: the condition must hold exactly one value, got shape {np.shape(cond)}")
     branch = op.then_graph if bool(np.asarray(cond).reshape(-1)[0]) else op.else_graph
     outputs, _ = run_graph(branch, values[1:], options)
+    return tuple(outputs)
+
+
+def run_region(op: Region, values: list[Any], options: Options) -> tuple:
+    """A region without its kernel is its body, op by op."""
+    outputs, _ = run_graph(op.body, values, options)
     return tuple(outputs)

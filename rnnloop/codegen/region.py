@@ -1,0 +1,96 @@
+"""The kernel of a region (partition.py): its ops as straight-line code in one function, loops as
+functions it calls and Ifs as native `if`s; compiled at load and called like the interpreter's
+run_region."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..interp.graph import Options, run_region
+from ..ir import Graph, Region
+from .emitter import NoRule, Var, code_text, dtype_name
+from .fused import Compiled
+from .kernel import ENTRY, KernelModule, LoopGen, ModuleGen, drop_unused, emit_ops
+
+# Values a kernel allocated in this call: what it may return as they are.
+_OWNED = ("buffer", "fresh")
+
+
+def generate_region(body: Graph, label: str) -> KernelModule:
+    """The kernel module of a region's body. Raises NoRule, with `op` set to the op that cannot be
+    compiled when there is one."""
+    module = ModuleGen(label)
+    module.loops = 1  # (the loops it calls are inner loops: `kernel` is the region's function)
+    g = LoopGen(module, body, {}, label)
+    g.params = ["status", "max_iter"]
+    for name in body.inputs:
+        t = g.type_of(name)
+        arg = g.pre.fresh(f"in_{name}")
+        g.params.append(arg)
+        g.define(name, Var(arg, np.dtype(t.dtype), len(t.shape), "invariant"))
+    g.define_constants(body, "region")
+    g.pre("t = 0")  # (errors report an iteration; straight-line code has none)
+    emit_ops(g, body, set(), hoist=False)
+    outputs = [_returned(g, name) for name in body.outputs]
+    results = ", ".join(v.expr for v in outputs)
+    lines = [ENTRY, f"def kernel({', '.join(g.params)}):", f'    """{code_text(label)}"""',
+             *g.pre.lines, *g.body.lines,
+             f"    return ({results}{',' if len(outputs) == 1 else ''})"]
+    module.functions.append("\n".join(drop_unused(lines, g.owned)))
+    return module.kernel_module("kernel", g.constants)
+
+
+def _returned(g: LoopGen, name: str) -> Var:
+    """An output as an array of its declared dtype and rank that the caller owns: a literal
+    becomes a 0-d array, and anything the kernel did not allocate (an input, a view of one, a
+    loop's initial value after zero iterations, a constant, which may be frozen into the code and
+    read-only) is copied."""
+    v = g.values.get(name)
+    if v is None or v.kind in ("sequence", "lazy"):
+        raise NoRule(f"region output '{name}' is not a tensor the kernel holds")
+    rank = 0 if v.kind == "scalar" else v.rank
+    g.out_type(name, rank, v.dtype)
+    if v.kind == "scalar":
+        array = g.body.fresh(f"out_{name}")
+        g.body(f"{array} = np.empty((), {dtype_name(v.dtype)})")
+        g.body(f"{array}[()] = {v.expr}")
+        return Var(array, v.dtype, 0, "fresh")
+    if v.kind not in _OWNED:
+        copy = g.body.fresh(f"out_{name}")
+        g.body(f"{copy} = np.copy({v.expr})")
+        return Var(copy, v.dtype, v.rank, "fresh")
+    return v
+
+
+class CompiledRegion(Compiled):
+    """Runs one region through its kernel; the interpreter runs it for inputs of other types."""
+
+    def __init__(self, op: Region, label: str):
+        self.op = op
+        self.label = label
+        self.kernel = generate_region(op.body, label)
+        self.expected = []
+        for name in op.body.inputs:
+            t = op.body.type_of(name)
+            self.expected.append((np.dtype(t.dtype), len(t.shape)))
+        self.setup()
+
+    def prefix_types(self) -> tuple:
+        from numba import types
+        return (types.Array(types.int64, 1, "C"), types.int64)
+
+    def __call__(self, op: Region, values: list[Any], options: Options) -> tuple:
+        if not self.fits(values):
+            return self.interpret(op, values, options, "inputs of other dtypes or ranks than the model declares")
+        cap = -1 if options.max_iterations is None else int(options.max_iterations)
+        return self.call(op, values, options, (cap,), values)
+
+    def run_interpreted(self, op: Region, values: list[Any], options: Options) -> tuple:
+        return run_region(op, values, options)
+
+    def describe(self) -> str:
+        ops = self.op.body.ops
+        names = ", ".join(code_text(o.where()) for o in ops[:6]) + (", ..." if len(ops) > 6 else "")
+        return f"{self.label}: {len(ops)} op(s) compiled into one kernel ({names})"

@@ -1,0 +1,219 @@
+"""Compiled regions: the ops of a graph that have rules run as one kernel per region (partition.py),
+with the same results as the interpreter; what is left to the interpreter is listed with its reason."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from helpers import assert_same, parse
+
+import rnnloop
+from rnnloop.ir import Region
+
+
+def load_numba(model) -> rnnloop.Session:
+    """A numba session that must load without a fallback warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", rnnloop.FallbackWarning)
+        return rnnloop.load(model)
+
+
+def agree(model, feeds: dict, session: rnnloop.Session | None = None) -> list:
+    """Run compiled and interpreted; the results must match. Returns the compiled ones."""
+    session = session or load_numba(model)
+    got = session.run(None, feeds)
+    assert_same(got, rnnloop.load(model, backend="interp").run(None, feeds))
+    return got
+
+
+CHAIN = parse("""
+    chain (float[N, 16] x, float[16] b) => (float[N, 16] y, int64[2] shape)
+    {
+        a = Sigmoid(x)
+        c = Mul(a, x)
+        d = Add(c, b)
+        y = Tanh(d)
+        shape = Shape(y)
+    }""")
+
+
+def test_a_model_of_ops_with_rules_is_one_region_called_directly():
+    session = load_numba(CHAIN)
+    assert [type(op) for op in session.program.ops] == [Region]
+    assert session._direct is not None
+    assert "5 op(s) compiled into one kernel" in session.explain()
+    rng = np.random.default_rng(0)
+    for n in (1, 3, 0):  # one kernel for every batch size
+        agree(CHAIN, {"x": rng.standard_normal((n, 16), np.float32), "b": rng.standard_normal(16, np.float32)},
+              session)
+    [(label, source)] = session.kernel_sources()
+    assert label == "Region 'chain/region1'" and "def kernel(status, max_iter, in_x, in_b)" in source
+
+
+def test_feeds_the_direct_call_does_not_take_go_the_general_way():
+    session = load_numba(CHAIN)
+    b = np.ones(16, np.float32)
+    [y_list] = session.run(["y"], {"x": [[0.5] * 16], "b": b})  # a list, converted
+    [y_strided] = session.run(["y"], {"x": np.full((2, 32), 0.5, np.float32)[:, ::2], "b": b})
+    np.testing.assert_allclose(y_list[0], y_strided[1])
+    with pytest.raises(rnnloop.InputError, match="rank 2"):
+        session.run(None, {"x": np.ones(16, np.float32), "b": b})
+    with pytest.raises(rnnloop.InputError, match="size 16 on axis 1"):
+        session.run(None, {"x": np.ones((1, 15), np.float32), "b": b})
+    with pytest.raises(rnnloop.InputError, match="missing input"):
+        session.run(None, {"x": np.ones((1, 16), np.float32)})
+    with pytest.raises(rnnloop.InputError, match="unknown output"):
+        session.run(["z"], {"x": np.ones((1, 16), np.float32), "b": b})
+    shape, y, again = session.run(["shape", "y", "shape"], {"x": np.ones((1, 16), np.float32), "b": b})
+    assert shape.tolist() == [1, 16] and again.tolist() == [1, 16] and y.shape == (1, 16)
+
+
+SPLIT = parse("""
+    split (float[N, 4] x) => (float[N, 4] y, float[N, 4] z)
+    <int64 axis = {1}>
+    {
+        a = Relu(x)
+        c = CumSum(a, axis)
+        y = Add(a, c)
+        z = Tanh(x)
+    }""")
+
+
+def test_an_op_without_a_rule_splits_the_graph_into_regions_around_it():
+    session = load_numba(SPLIT)
+    kinds = [op.op_type for op in session.program.ops]
+    assert kinds == ["Region", "CumSum", "Region"], kinds
+    first, _, second = session.program.ops
+    assert {op.op_type for op in first.body.ops} == {"Relu", "Tanh"}
+    assert [op.op_type for op in second.body.ops] == ["Add"]
+    assert "CumSum 'CumSum_1' (ai.onnx opset 17): interpreted (no code generation rule for CumSum)" \
+        in session.explain()
+    agree(SPLIT, {"x": np.random.default_rng(1).standard_normal((3, 4), np.float32)}, session)
+
+
+def test_an_op_a_rule_refuses_is_interpreted_with_the_rules_reason():
+    model = parse("""
+        refuse (float[5, 3] x, int64[2, 2] i) => (float[2, 2, 3] y)
+        {
+            a = Neg(x)
+            g = Gather(a, i)
+            y = Relu(g)
+        }""")
+    session = load_numba(model)
+    assert "Gather 'Gather_1' (ai.onnx opset 17): interpreted (" in session.explain()
+    assert "rank > 1" in session.explain()
+    agree(model, {"x": np.arange(15, dtype=np.float32).reshape(5, 3), "i": np.array([[0, 4], [-1, 2]])}, session)
+
+
+BRANCH = parse("""
+    branch (bool flag, float[3] x) => (float[3] y)
+    {
+        a = Abs(x)
+        y = If(flag) <
+            then_branch = g1 () => (float[3] t) { t = Sqrt(a) },
+            else_branch = g2 () => (float[3] e) { e = Neg(a) }
+        >
+    }""")
+
+
+def test_an_if_is_a_native_if_inside_the_region():
+    session = load_numba(BRANCH)
+    assert [type(op) for op in session.program.ops] == [Region]
+    x = np.array([4, -9, 16], np.float32)
+    assert agree(BRANCH, {"flag": np.array(True), "x": x}, session)[0].tolist() == [2, 3, 4]
+    assert agree(BRANCH, {"flag": np.array(False), "x": x}, session)[0].tolist() == [-4, -9, -16]
+
+
+def test_results_never_share_memory_with_feeds_or_constants():
+    model = parse("""
+        alias (float[3] x, int64 m) => (float[3] same, float[3] looped, float[3] k, float[3] neg)
+        <float[3] c = {1, 2, 3}>
+        {
+            same = Identity(x)
+            neg = Neg(x)
+            k = Identity(c)
+            looped = Loop(m, "", x) <body = b (int64 i, bool cond, float[3] s) => (bool c2, float[3] s2) {
+                c2 = Identity(cond)
+                s2 = Add(s, s)
+            }>
+        }""")
+    session = load_numba(model)
+    x = np.array([1, 2, 3], np.float32)
+    for _ in range(2):
+        results = agree(model, {"x": x, "m": np.array(0, np.int64)}, session)
+        for r in results:
+            r[:] = -7
+        assert x.tolist() == [1, 2, 3]
+
+
+def test_an_error_inside_a_region_names_the_node():
+    model = parse("""
+        oob (float[4] x, int64 k) => (float y)
+        {
+            a = Neg(x)
+            y = Gather(a, k)
+        }""")
+    session = load_numba(model)
+    for backend_session in (session, rnnloop.load(model, backend="interp")):
+        with pytest.raises(rnnloop.RunError, match="Gather 'Gather_1'.*index 7 is (out of range|outside)"):
+            backend_session.run(None, {"x": np.ones(4, np.float32), "k": np.array(7, np.int64)})
+
+
+def test_a_size_the_kernel_cannot_take_runs_that_call_in_the_interpreter():
+    # Squeeze without axes removes every axis of size 1: the kernel is built for the sizes the model
+    # declares, and a symbolic size that turns out to be 1 changes the result's rank.
+    model = parse("""
+        squeeze (float[N, 1, 3] x) => (float[N, 3] y)
+        {
+            y = Squeeze(x)
+        }""", check=False)
+    session = load_numba(model)
+    assert_same(session.run(None, {"x": np.ones((2, 1, 3), np.float32)}), [np.ones((2, 3), np.float32)])
+    with pytest.warns(rnnloop.FallbackWarning, match="rank depends"):
+        [y] = session.run(None, {"x": np.ones((1, 1, 3), np.float32)})
+    assert y.shape == (3,)  # what the interpreter computes (and the model's declared rank does not hold)
+
+
+def test_a_region_that_does_not_compile_returns_its_ops_to_the_interpreter(monkeypatch):
+    from rnnloop.codegen import kernel, rules  # noqa: F401
+    transpose = kernel.RULES["Transpose"]
+
+    def broken(g, op, ins):
+        g.body("this is not python")
+        return transpose(g, op, ins)
+
+    monkeypatch.setitem(kernel.RULES, "Transpose", broken)
+    model = parse("""
+        broken (float[1, 2] x) => (float[2, 1] y)
+        {
+            a = Neg(x)
+            t = Transpose(a)
+            y = Abs(t)
+        }""")
+    with pytest.warns(rnnloop.FallbackWarning, match="region1.*did not compile"):
+        session = rnnloop.load(model)
+    assert [op.op_type for op in session.program.ops] == ["Neg", "Transpose", "Abs"]
+    assert "its region's kernel did not compile" in session.explain()
+    assert_same(session.run(None, {"x": np.array([[1, -2]], np.float32)}), [np.array([[1], [2]], np.float32)])
+    with pytest.raises(rnnloop.UnsupportedModelError, match="did not compile"):
+        rnnloop.load(model, strict=True)
+
+
+def test_the_vad_model_is_one_region_that_carries_its_state_between_chunks():
+    from helpers import run_onnxruntime
+
+    from rnnloop.models import vad_stream
+    model, feeds = vad_stream(chunk=256, hidden=16)
+    session = load_numba(model)
+    assert [type(op) for op in session.program.ops] == [Region], session.explain()
+    interp = rnnloop.load(model, backend="interp")
+    rng = np.random.default_rng(3)
+    state = {"h": feeds["h"], "c": feeds["c"]}
+    for rate in (16000, 8000, 16000):
+        chunk = {"x": rng.uniform(-1, 1, (1, 256)).astype(np.float32), "sr": np.array(rate, np.int64), **state}
+        got = session.run(None, chunk)
+        assert_same(got, interp.run(None, chunk), rtol=1e-4, atol=1e-5)
+        assert_same(got, run_onnxruntime(model, chunk), rtol=1e-4, atol=1e-5)
+        state = {"h": got[1], "c": got[2]}
