@@ -204,12 +204,42 @@ class SequenceInsert:
         self.run()
 
 
-STARTUP_MODELS = ("small_loop", "lstm_loop", "lstm_scan", "gru_loop", "gru_scan")
+class WholeModel:
+    """Models whose time outside loops matters, one call each: chains of 1, 10 and 100 elementwise
+    ops on a [1, 16] tensor (per-call and per-op overhead) and the streaming VAD-style model (one
+    512-sample chunk). rnnloop's time over its peer's (below 1: faster), timed interleaved."""
+
+    params = (("elementwise_chain:1", "elementwise_chain:10", "elementwise_chain:100", "vad_stream"),
+              ("onnxruntime", "openvino"))
+    param_names = ("model", "peer")
+    timeout = 300
+
+    def setup(self, model, peer):
+        from rnnloop.models import resolve
+        name, arguments = resolve(model)
+        onnx_model, feeds = MODELS[name](**arguments)
+        runner = onnxruntime_runner if peer == "onnxruntime" else openvino_runner
+        self.engines = [Engine("rnnloop", lambda: rnnloop_runner(onnx_model, feeds, "numba")[0]),
+                        Engine(peer, lambda: runner(onnx_model, feeds))]
+
+    def track_ratio(self, model, peer):
+        ours, theirs = measure(self.engines, repeat=9)
+        if ours.seconds is None:
+            raise RuntimeError(ours.error)
+        if theirs.seconds is None:
+            raise NotImplementedError(theirs.error)  # the peer is not installed: asv skips the case
+        return ours.seconds / theirs.seconds
+
+    track_ratio.unit = "ratio"
+
+
+STARTUP_MODELS = ("small_loop", "lstm_loop", "lstm_scan", "gru_loop", "gru_scan", "vad_stream")
 
 
 class Startup:
     """Seconds to the first result in a new process: cold (empty kernel cache: load, generate, compile, run)
-    and warm (the cache filled: load and run, after `import rnnloop`), at batch 1, input 16, hidden 32, 20 steps."""
+    and warm (the cache filled: load and run, after `import rnnloop`), at batch 1, input 16, hidden 32, 20 steps
+    (the VAD-style model at its own size)."""
 
     params = STARTUP_MODELS
     param_names = ("model",)
@@ -219,7 +249,8 @@ class Startup:
         # One cold process and three warm ones per model, shared by both track_ benchmarks.
         times = {}
         for name in STARTUP_MODELS:
-            model, feeds = MODELS[name](20) if name == "small_loop" else MODELS[name](1, 16, 32, 20)
+            sizes = {"small_loop": (20,), "vad_stream": ()}.get(name, (1, 16, 32, 20))
+            model, feeds = MODELS[name](*sizes)
             startup = startup_times(model, feeds)
             times[name] = {"cold": startup.cold, "warm": startup.warm}
         return times

@@ -291,17 +291,32 @@ def measure(engines: list[Engine], repeat: int, warmup: int = 1, reference: str 
         results[i].agrees = outputs_agree(outputs[i], outputs[ref])
     times: list[list[float]] = [[] for _ in engines]
     with single_threaded():
+        # A sample times enough runs to last SAMPLE_SECONDS: one call of a few microseconds is
+        # below what a single reading of the clock resolves.
+        batches = [_batch(run) if run is not None else 0 for run in runs]
         for round_ in range(warmup + repeat):
-            for run, samples in zip(runs, times):
+            for run, batch, samples in zip(runs, batches, times):
                 if run is not None:
                     start = time.perf_counter()
-                    run()
+                    for _ in range(batch):
+                        run()
                     if round_ >= warmup:
-                        samples.append(time.perf_counter() - start)
+                        samples.append((time.perf_counter() - start) / batch)
     for result, samples in zip(results, times):
         if samples:
             result.seconds, result.runs = statistics.median(samples), len(samples)
     return results
+
+
+SAMPLE_SECONDS = 0.002
+
+
+def _batch(run: Run) -> int:
+    """How many runs one sample times: as many as last SAMPLE_SECONDS (at least one)."""
+    start = time.perf_counter()
+    run()
+    once = time.perf_counter() - start
+    return max(1, min(100_000, int(SAMPLE_SECONDS / max(once, 1e-9))))
 
 
 # The child that times startup: import rnnloop, then load + first run.

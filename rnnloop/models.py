@@ -246,6 +246,100 @@ def sequence_insert_loop(steps: int = 8000) -> Built:
     return _finish(text, {}), {"M": np.asarray(steps, np.int64), "x": np.arange(4, dtype=np.float32)}
 
 
+def elementwise_chain(ops: int = 10, width: int = 16) -> Built:
+    """`ops` elementwise ops in a chain on a [1, width] tensor, cycling through Add and Mul by
+    [width] constants, Tanh and Sigmoid: a model whose time is all per-call and per-op overhead."""
+    rng = np.random.default_rng(0)
+    lines, initializers, last = [], {}, "x"
+    for k in range(ops):
+        kind = ("Add", "Tanh", "Mul", "Sigmoid")[k % 4]
+        out = f"v{k}" if k < ops - 1 else "y"
+        if kind in ("Add", "Mul"):
+            initializers[f"c{k}"] = rng.uniform(0.5, 1.5, width).astype(np.float32)
+            lines.append(f"{out} = {kind}({last}, c{k})")
+        else:
+            lines.append(f"{out} = {kind}({last})")
+        last = out
+    if not lines:
+        lines.append("y = Identity(x)")
+    text = f"elementwise_chain (float[1, {width}] x) => (float[1, {width}] y) {{\n" + "\n".join(lines) + "\n}"
+    feeds = {"x": np.linspace(-1, 1, width, dtype=np.float32).reshape(1, width)}
+    return _finish(text, initializers), feeds
+
+
+def vad_stream(chunk: int = 512, hidden: int = 128, seed: int = 0) -> Built:
+    """A streaming voice-activity model in the shape of the published ones, one `chunk` of samples
+    per call with the LSTM state carried between calls: an If on the sample rate (8 kHz audio is
+    scaled), a Conv-free STFT front end (reflect Pad, frames of 128 samples with hop 64 cut by
+    Reshape/Slice/Concat, a MatMul by a fixed windowed Fourier basis, Pow/Sqrt magnitude), two
+    LSTM(hidden) layers and a Sigmoid head on the last frame."""
+    rng = np.random.default_rng(seed)
+    frame, hop, bins = 128, 64, 65
+    frames = chunk // hop
+    n = np.arange(frame)[:, None]
+    k = np.arange(bins)[None, :]
+    window = np.hanning(frame)[:, None]
+    basis = np.concatenate([np.cos(2 * np.pi * n * k / frame), -np.sin(2 * np.pi * n * k / frame)], axis=1) * window
+
+    def lstm_weights(inputs):
+        scale = 1 / np.sqrt(hidden)
+        return (rng.uniform(-scale, scale, (1, 4 * hidden, inputs)).astype(np.float32),
+                rng.uniform(-scale, scale, (1, 4 * hidden, hidden)).astype(np.float32),
+                rng.uniform(-scale, scale, (1, 8 * hidden)).astype(np.float32))
+
+    (w1, r1, b1), (w2, r2, b2) = lstm_weights(bins), lstm_weights(hidden)
+    initializers = {
+        "basis": basis.astype(np.float32), "pads": np.array([0, hop // 2, 0, hop // 2], np.int64),
+        "half": np.array(0.5, np.float32), "rate16k": np.array(16000, np.int64),
+        "shape3": np.array([1, frames + 1, hop], np.int64), "two": np.array(2, np.float32),
+        "zero1": np.array([0], np.int64), "one1": np.array([1], np.int64), "last1": np.array([frames], np.int64),
+        "axis1": np.array([1], np.int64), "split": np.array([bins, bins], np.int64),
+        "ones2": np.array([1, 1], np.int64),
+        "W1": w1, "R1": r1, "B1": b1, "W2": w2, "R2": r2, "B2": b2,
+        "head": rng.uniform(-0.1, 0.1, (hidden, 1)).astype(np.float32), "head_bias": np.zeros(1, np.float32),
+        "last": np.array(frames - 1, np.int64),
+    }
+    text = f"""
+    vad_stream (float[1, {chunk}] x, int64 sr, float[2, 1, {hidden}] h, float[2, 1, {hidden}] c)
+        => (float[1, 1] prob, float[2, 1, {hidden}] h_out, float[2, 1, {hidden}] c_out) {{
+        is16k = Equal(sr, rate16k)
+        audio = If(is16k) <
+            then_branch = g16 () => (float[1, {chunk}] a16) {{ a16 = Identity(x) }},
+            else_branch = g8 () => (float[1, {chunk}] a8) {{ a8 = Mul(x, half) }}
+        >
+        padded = Pad <mode = "reflect"> (audio, pads)
+        halves = Reshape(padded, shape3)
+        first = Slice(halves, zero1, last1, axis1)
+        second = Slice(halves, one1, last1_plus, axis1)
+        frames = Concat <axis = 2> (first, second)
+        spectrum = MatMul(frames, basis)
+        re, im = Split <axis = 2> (spectrum, split)
+        re2 = Pow(re, two)
+        im2 = Pow(im, two)
+        power = Add(re2, im2)
+        magnitude = Sqrt(power)
+        steps = Transpose <perm = [1, 0, 2]> (magnitude)
+        h1, h2 = Split <axis = 0> (h, ones2)
+        c1, c2 = Split <axis = 0> (c, ones2)
+        y1, h1_out, c1_out = LSTM <hidden_size = {hidden}> (steps, W1, R1, B1, , h1, c1)
+        y1_steps = Squeeze(y1, one1)
+        y2, h2_out, c2_out = LSTM <hidden_size = {hidden}> (y1_steps, W2, R2, B2, , h2, c2)
+        h_out = Concat <axis = 0> (h1_out, h2_out)
+        c_out = Concat <axis = 0> (c1_out, c2_out)
+        y_last = Gather(y2, last)
+        features = Squeeze(y_last, zero1)
+        logits = MatMul(features, head)
+        shifted = Add(logits, head_bias)
+        prob = Sigmoid(shifted)
+    }}
+    """
+    initializers["last1_plus"] = np.array([frames + 1], np.int64)
+    rng_feeds = np.random.default_rng(seed + 1)
+    feeds = {"x": rng_feeds.uniform(-1, 1, (1, chunk)).astype(np.float32), "sr": np.array(16000, np.int64),
+             "h": np.zeros((2, 1, hidden), np.float32), "c": np.zeros((2, 1, hidden), np.float32)}
+    return _finish(text, initializers), feeds
+
+
 # (batch, input_size, hidden, steps) of the LSTM/GRU workloads the benchmarks time.
 def lstm_step(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: int = 200, seed: int = 0):
     """The cell of `lstm_loop` as a Python step function for `rnnloop.scan`, with its initial carry
@@ -270,6 +364,7 @@ MODELS: dict[str, Callable[..., Built]] = {
     "lstm_loop": lstm_loop, "lstm_scan": lstm_scan, "lstm_native": lstm_native,
     "gru_loop": gru_loop, "gru_scan": gru_scan, "gru_native": gru_native,
     "small_loop": small_loop, "sequence_insert_loop": sequence_insert_loop,
+    "elementwise_chain": elementwise_chain, "vad_stream": vad_stream,
 }
 
 
