@@ -69,7 +69,8 @@ def compile_regions(graph: Graph, label: str = "region") -> Partition:
         ops, e = failure
         culprits = [e.op] if e.op is not None and any(e.op is o for o in ops) else ops
         for op in culprits:
-            left_out[id(op)] = str(e)
+            why = str(e)
+            left_out[id(op)] = why.removeprefix(f"{op.where()}: ")  # (explain() names the op)
     result = Partition(graph)
     placed: dict[int, Region] = {}
     for number, ops in enumerate(groups, start=1):

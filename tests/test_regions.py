@@ -217,3 +217,16 @@ def test_the_vad_model_is_one_region_that_carries_its_state_between_chunks():
         assert_same(got, interp.run(None, chunk), rtol=1e-4, atol=1e-5)
         assert_same(got, run_onnxruntime(model, chunk), rtol=1e-4, atol=1e-5)
         state = {"h": got[1], "c": got[2]}
+
+
+def test_a_compile_that_takes_long_says_so_on_stderr(monkeypatch, capsys):
+    import time
+
+    from rnnloop.codegen import fused
+    monkeypatch.setattr(fused, "PROGRESS_SECONDS", 0.05)
+    with fused._progress("Region 'm/region1'"):
+        time.sleep(0.3)
+    with fused._progress("Region 'm/region2'"):
+        pass
+    assert capsys.readouterr().err.splitlines() == ["rnnloop: compiling Region 'm/region1' ...",
+                                                    "rnnloop: compiled Region 'm/region1' in 0.3 s"]

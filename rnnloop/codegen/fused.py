@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import re
+import sys
+import threading
+import time
 import warnings
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -64,9 +68,10 @@ class Compiled:
         load: a failure here (a bad line of generated code, a Numba typing or lowering error) is
         a NoRule, so the code runs in the interpreter and never fails a run."""
         try:
-            module = load_source(self.kernel.source, label=self.label)
-            function = getattr(module, self.kernel.entry)
-            function.compile(self.signature())
+            with _progress(self.label):
+                module = load_source(self.kernel.source, label=self.label)
+                function = getattr(module, self.kernel.entry)
+                function.compile(self.signature())
         except Exception as e:  # noqa: BLE001 - whatever the code generator got wrong
             if debug_level() >= 2:
                 raise
@@ -162,6 +167,31 @@ class FusedLoop(Compiled):
 
     def run_interpreted(self, op: Loop, values: list[Any], options: Options) -> tuple:
         return run_loop(op, values, options)
+
+
+PROGRESS_SECONDS = 1.0
+
+
+@contextmanager
+def _progress(label: str):
+    """A line on stderr when the work inside lasts over PROGRESS_SECONDS (a cold compile), and
+    another with its time when it ends: a load that compiles for seconds says so."""
+    start = time.perf_counter()
+    said = threading.Event()
+
+    def say() -> None:
+        print(f"rnnloop: compiling {label} ...", file=sys.stderr, flush=True)
+        said.set()
+
+    timer = threading.Timer(PROGRESS_SECONDS, say)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if said.is_set():
+            print(f"rnnloop: compiled {label} in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
 
 
 def _argument(array: np.ndarray) -> np.ndarray:
