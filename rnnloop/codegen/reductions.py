@@ -418,7 +418,7 @@ def emit_softmax(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         lane = _reduced_dims(x, [axis], True)
         args += [g.buffer(f"{op.outputs[0]}_max", dtype, lane), g.buffer(f"{op.outputs[0]}_sum", dtype, lane)]
     else:  # lanes along the last axis are summed pairwise, as NumPy does
-        pairwise, stack = _pairwise(g, dtype, "sum" if op.op_type == "Softmax" else "exp", op.outputs[0])
+        pairwise, stack = _pairwise(g, dtype, "sum", op.outputs[0])
         args += stack
     function = g.module.helper(_softmax_function(op.op_type, dtype, rank, axis, pairwise))
     g.body(f"{function}({', '.join(args[:1] + [x.expr] + args[1:])})")
@@ -429,7 +429,9 @@ def _softmax_function(op_type: str, dtype: np.dtype, rank: int, axis: int, pairw
     """The function of Softmax/LogSoftmax, (out, x, max, sum) or along the last axis (out, x, runs, halves).
 
     Per lane: the maximum; x - max (exponentiated for Softmax) into out and its sum (of
-    exponentials for LogSoftmax); then out / sum, or out - ln(sum).
+    exponentials for LogSoftmax); then out / sum, or out - ln(sum). Summed pairwise (along the
+    last axis), LogSoftmax writes the exponentials into out first, a loop of no reduction that
+    vectorises, sums them, then writes (x - max) - ln(sum): the same values, a tenth of the time.
     """
     exp, log = _math(dtype)
     lanes = _Lanes(rank, axis)
@@ -437,7 +439,7 @@ def _softmax_function(op_type: str, dtype: np.dtype, rank: int, axis: int, pairw
                   f"{op_type} of rank {rank} along axis {axis}")
     m, s = lanes.state("m", "mx"), lanes.state("s", "sm")
     xj, oj = lanes.x("j"), lanes.out("j")
-    shifted = f"{exp}({xj} - {m})" if op_type == "Softmax" else f"{xj} - {m}"
+    shifted = f"{exp}({xj} - {m})" if op_type == "Softmax" or pairwise else f"{xj} - {m}"
     zero = literal(0, dtype)
     with _loops(e, lanes.pre):
         with _loops(e, lanes.post):
@@ -455,7 +457,10 @@ def _softmax_function(op_type: str, dtype: np.dtype, rank: int, axis: int, pairw
             with _loops(e, lanes.post):
                 e(f"{s} = {log}({s})")
         with lanes.along(e):
-            e(f"{oj} = {oj} / {s}" if op_type == "Softmax" else f"{oj} = {oj} - {s}")
+            if op_type == "Softmax":
+                e(f"{oj} = {oj} / {s}")
+            else:
+                e(f"{oj} = ({xj} - {m}) - {s}" if pairwise else f"{oj} = {oj} - {s}")
     return e.text()
 
 
