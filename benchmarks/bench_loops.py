@@ -206,10 +206,12 @@ class SequenceInsert:
 
 class WholeModel:
     """Models whose time outside loops matters, one call each: chains of 1, 10 and 100 elementwise
-    ops on a [1, 16] tensor (per-call and per-op overhead) and the streaming VAD-style model (one
-    512-sample chunk). rnnloop's time over its peer's (below 1: faster), timed interleaved."""
+    ops on a [1, 16] tensor (per-call and per-op overhead), the streaming VAD-style model (one
+    512-sample chunk) and a seq2seq decoder step at batch 12. rnnloop's time over its peer's
+    (below 1: faster), timed interleaved."""
 
-    params = (("elementwise_chain:1", "elementwise_chain:10", "elementwise_chain:100", "vad_stream"),
+    params = (("elementwise_chain:1", "elementwise_chain:10", "elementwise_chain:100", "vad_stream",
+               "gru_decoder_step"),
               ("onnxruntime", "openvino"))
     param_names = ("model", "peer")
     timeout = 300

@@ -340,6 +340,73 @@ def vad_stream(chunk: int = 512, hidden: int = 128, seed: int = 0) -> Built:
     return _finish(text, initializers), feeds
 
 
+def gru_decoder_step(batch: int = 12, hidden: int = 256, source: int = 32, vocab: int = 2000, seed: int = 0) -> Built:
+    """One step of a seq2seq decoder as published models export it, without a loop: the previous
+    tokens' embeddings, two GRU cells written as MatMul/Sigmoid/Tanh, dot-product attention over
+    the encoder's outputs (batched MatMul, Softmax), and a LogSoftmax over the vocabulary."""
+    rng = np.random.default_rng(seed)
+    scale = 1 / np.sqrt(hidden)
+
+    def uniform(*shape):
+        return rng.uniform(-scale, scale, shape).astype(np.float32)
+
+    initializers = {"embedding": uniform(vocab, hidden), "out_w": uniform(2 * hidden, vocab),
+                    "out_b": uniform(vocab), "thirds": np.array([hidden] * 3, np.int64),
+                    "halves": np.array([hidden] * 2, np.int64), "one": np.array(1, np.float32),
+                    "last": np.array([2], np.int64)}
+    cells = []
+    for k in (1, 2):
+        initializers.update({f"W{k}": uniform(hidden, 3 * hidden), f"bW{k}": uniform(3 * hidden),
+                             f"Rzr{k}": uniform(hidden, 2 * hidden), f"bR{k}": uniform(2 * hidden),
+                             f"Rn{k}": uniform(hidden, hidden), f"bRn{k}": uniform(hidden)})
+        x = "x" if k == 1 else "h1_out"
+        cells.append(f"""
+        xw{k} = MatMul({x}, W{k})
+        xwb{k} = Add(xw{k}, bW{k})
+        xz{k}, xr{k}, xn{k} = Split <axis = 1> (xwb{k}, thirds)
+        hzr{k} = MatMul(h{k}, Rzr{k})
+        hzrb{k} = Add(hzr{k}, bR{k})
+        hz{k}, hr{k} = Split <axis = 1> (hzrb{k}, halves)
+        zs{k} = Add(xz{k}, hz{k})
+        z{k} = Sigmoid(zs{k})
+        rs{k} = Add(xr{k}, hr{k})
+        r{k} = Sigmoid(rs{k})
+        rh{k} = Mul(r{k}, h{k})
+        hn{k} = MatMul(rh{k}, Rn{k})
+        hnb{k} = Add(hn{k}, bRn{k})
+        ns{k} = Add(xn{k}, hnb{k})
+        n{k} = Tanh(ns{k})
+        d{k} = Sub(h{k}, n{k})
+        zd{k} = Mul(z{k}, d{k})
+        h{k}_out = Add(n{k}, zd{k})""")
+    text = f"""
+    gru_decoder_step (int64[{batch}] tokens, float[{batch}, {hidden}] h1, float[{batch}, {hidden}] h2,
+                      float[{batch}, {source}, {hidden}] memory)
+        => (float[{batch}, {vocab}] logprobs, float[{batch}, {hidden}] h1_out, float[{batch}, {hidden}] h2_out) {{
+        x = Gather(embedding, tokens)
+        {"".join(cells)}
+        query = Unsqueeze(h2_out, last)
+        scores = MatMul(memory, query)
+        weights = Softmax <axis = 1> (scores)
+        weights_t = Transpose <perm = [0, 2, 1]> (weights)
+        context3 = MatMul(weights_t, memory)
+        context = Squeeze(context3, one_axis)
+        both = Concat <axis = 1> (h2_out, context)
+        logits = MatMul(both, out_w)
+        biased = Add(logits, out_b)
+        logprobs = LogSoftmax <axis = 1> (biased)
+    }}
+    """
+    initializers["one_axis"] = np.array([1], np.int64)
+    del initializers["one"]
+    feeds_rng = np.random.default_rng(seed + 1)
+    feeds = {"tokens": feeds_rng.integers(0, vocab, batch).astype(np.int64),
+             "h1": feeds_rng.uniform(-1, 1, (batch, hidden)).astype(np.float32),
+             "h2": feeds_rng.uniform(-1, 1, (batch, hidden)).astype(np.float32),
+             "memory": feeds_rng.uniform(-1, 1, (batch, source, hidden)).astype(np.float32)}
+    return _finish(text, initializers), feeds
+
+
 # (batch, input_size, hidden, steps) of the LSTM/GRU workloads the benchmarks time.
 def lstm_step(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: int = 200, seed: int = 0):
     """The cell of `lstm_loop` as a Python step function for `rnnloop.scan`, with its initial carry
@@ -364,7 +431,7 @@ MODELS: dict[str, Callable[..., Built]] = {
     "lstm_loop": lstm_loop, "lstm_scan": lstm_scan, "lstm_native": lstm_native,
     "gru_loop": gru_loop, "gru_scan": gru_scan, "gru_native": gru_native,
     "small_loop": small_loop, "sequence_insert_loop": sequence_insert_loop,
-    "elementwise_chain": elementwise_chain, "vad_stream": vad_stream,
+    "elementwise_chain": elementwise_chain, "vad_stream": vad_stream, "gru_decoder_step": gru_decoder_step,
 }
 
 

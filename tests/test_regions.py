@@ -230,3 +230,15 @@ def test_a_compile_that_takes_long_says_so_on_stderr(monkeypatch, capsys):
         pass
     assert capsys.readouterr().err.splitlines() == ["rnnloop: compiling Region 'm/region1' ...",
                                                     "rnnloop: compiled Region 'm/region1' in 0.3 s"]
+
+
+def test_the_decoder_step_is_one_region_that_agrees_with_onnxruntime():
+    from helpers import run_onnxruntime
+
+    from rnnloop.models import gru_decoder_step
+    model, feeds = gru_decoder_step(batch=3, hidden=16, source=5, vocab=40)
+    session = load_numba(model)
+    assert [type(op) for op in session.program.ops] == [Region], session.explain()
+    got = session.run(None, feeds)
+    assert_same(got, rnnloop.load(model, backend="interp").run(None, feeds), rtol=1e-4, atol=1e-5)
+    assert_same(got, run_onnxruntime(model, feeds), rtol=1e-4, atol=1e-5)
