@@ -192,7 +192,8 @@ class _Direct:
         try:
             results = region.function(status, self.cap, *values, *region.constants)
         except Exception as e:
-            results = region.failed(e, status, region.op, values, self.session.options)
+            with np.errstate(all="ignore"):  # (it may run the region in the interpreter: see run)
+                results = region.failed(e, status, region.op, values, self.session.options)
         return [results[k] for k in picked]  # (the kernel's own arrays: see region._returned)
 
 
