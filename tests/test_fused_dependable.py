@@ -369,3 +369,29 @@ def test_a_carried_sequence_of_empty_tensors_leaves_the_other_outputs_whole(back
         y, ys, s = session.run(None, feeds)
         np.testing.assert_array_equal(ys, np.repeat(2.0 ** np.arange(1, 21), 2).reshape(20, 2))
         assert len(s) == 20 + initial and all(v.shape == elem for v in s)
+
+
+def test_a_fused_value_broadcast_into_an_empty_result_is_still_computed(backend):
+    # The nest of {Add, Neg, Mul} runs over Mul's elements, none here: Neg's result, carried to the
+    # next iteration, would never be written (found by the fuzz campaign, seed 2262). The kernel
+    # hands such a call to the interpreter.
+    model = parse("""
+        agraph (int64 M, float s0, float[0] z) => (float s, float[N, 0] e)
+        <float one = {1}>
+        {
+          s, e = Loop(M, "", s0) <body = body (int64 i, bool c, float s_in) => (bool c_out, float s_next, float[0] e_t) {
+            c_out = Identity(c)
+            m = Add(s_in, one)
+            s_next = Neg(m)
+            e_t = Mul(s_next, z)
+          }>
+        }""")
+    feeds = {"M": np.array(3, np.int64), "s0": np.array(-1, np.float32), "z": np.zeros(0, np.float32)}
+    expected = [np.array(0, np.float32), np.zeros((3, 0), np.float32)]  # s: -1, 0, -1, 0
+    session = rnnloop.load(model, backend=backend)
+    if backend == "numba":
+        with pytest.warns(rnnloop.FallbackWarning, match="broadcast into an empty result"):
+            got = session.run(None, feeds)
+    else:
+        got = session.run(None, feeds)
+    assert_same(got, expected)

@@ -110,6 +110,14 @@ def emit(g, ops: list[Op], materialized: set[str]) -> dict[str, Var]:
             results[name] = Var(g.buffer(name, dtype, dims), dtype, rank, "buffer", tuple(dims))
     if len(ops) == 1 and _binary_rows(g, ops[0], results):
         return results
+    # The nest runs over the sink's elements: a member broadcast into an empty sink (a size 1
+    # against a size 0) would never be written. That rare call runs in the interpreter.
+    sink = lazy[ops[-1].outputs[0]]
+    for name, v in results.items():
+        if v.shape != sink.shape and name != ops[-1].outputs[0]:
+            g.fail_if(f"{_size(sink)} == 0 and {_size(v)} != 0", ops[-1],
+                      f"'{name}' is broadcast into an empty result, which the fused loop does not compute",
+                      fallback=True)
     arrays = {v.expr: v for v in results.values()}  # the helper's parameters: outputs, then inputs
     for op in ops:
         arrays.update((v.expr, v) for v in _inputs(g, lazy, op) if v is not None and v.kind not in ("scalar", "lazy"))
@@ -151,6 +159,11 @@ def _binary_rows(g, op: Op, results: dict[str, Var]) -> bool:
     rows = [v.expr if v.rank == 2 else f"{v.expr}[None, :]" for v in (out, *ins)]
     g.body(f"_r.binary_rows({', '.join(rows)}, {_BINARY_ROWS[op.op_type]})")
     return True
+
+
+def _size(v: Var) -> str:
+    """The element count of a value of known dims, as an expression."""
+    return " * ".join(v.dim(a) for a in range(v.rank)) or "1"
 
 
 def _broadcast_dims(g, op: Op, arrays: list[Var], rank: int) -> list[str]:
