@@ -2,7 +2,7 @@
 
 Every engine gets the same feeds, and its first run's outputs are compared with onnxruntime's. Run time
 is the median of interleaved rounds (every engine once per round, so drift on a noisy machine hits all
-engines alike). Cold compile and warm load are timed in new processes. `rnnloop bench` prints
+engines alike), each timing as many runs as last SAMPLE_SECONDS. Cold compile and warm load are timed in new processes. `rnnloop bench` prints
 `format_report(bench(...))` or `report_json(...)`; the asv benchmarks in benchmarks/ reuse the pieces.
 """
 
@@ -497,8 +497,8 @@ def format_report(report: Report) -> str:
     ref, native_ref = report.seconds_of(report.reference), report.seconds_of(report.native_reference)
     op = report.native_reference.split()[1] if report.native_reference else None
     lines = [report.title,
-             f"one thread per engine; median of {report.repeat} runs after {report.warmup} warm-up, engines "
-             "interleaved; " + ", ".join(f"{k} {v}" for k, v in report.versions.items())]
+             f"one thread per engine; median of {report.repeat} samples (each {SAMPLE_SECONDS * 1000:g} ms or one "
+             f"run) after {report.warmup} warm-up, engines interleaved; " + ", ".join(f"{k} {v}" for k, v in report.versions.items())]
     lines[-1:] = textwrap.wrap(lines[-1], 110, break_on_hyphens=False)
     if report.reference:
         lines += textwrap.wrap("vs ort = time / onnxruntime's on this model" +

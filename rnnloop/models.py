@@ -297,7 +297,7 @@ def vad_stream(chunk: int = 512, hidden: int = 128, seed: int = 0) -> Built:
         "ones2": np.array([1, 1], np.int64),
         "W1": w1, "R1": r1, "B1": b1, "W2": w2, "R2": r2, "B2": b2,
         "head": rng.uniform(-0.1, 0.1, (hidden, 1)).astype(np.float32), "head_bias": np.zeros(1, np.float32),
-        "last": np.array(frames - 1, np.int64),
+        "last": np.array(frames - 1, np.int64), "last1_plus": np.array([frames + 1], np.int64),
     }
     text = f"""
     vad_stream (float[1, {chunk}] x, int64 sr, float[2, 1, {hidden}] h, float[2, 1, {hidden}] c)
@@ -333,7 +333,6 @@ def vad_stream(chunk: int = 512, hidden: int = 128, seed: int = 0) -> Built:
         prob = Sigmoid(shifted)
     }}
     """
-    initializers["last1_plus"] = np.array([frames + 1], np.int64)
     rng_feeds = np.random.default_rng(seed + 1)
     feeds = {"x": rng_feeds.uniform(-1, 1, (1, chunk)).astype(np.float32), "sr": np.array(16000, np.int64),
              "h": np.zeros((2, 1, hidden), np.float32), "c": np.zeros((2, 1, hidden), np.float32)}
@@ -352,8 +351,8 @@ def gru_decoder_step(batch: int = 12, hidden: int = 256, source: int = 32, vocab
 
     initializers = {"embedding": uniform(vocab, hidden), "out_w": uniform(2 * hidden, vocab),
                     "out_b": uniform(vocab), "thirds": np.array([hidden] * 3, np.int64),
-                    "halves": np.array([hidden] * 2, np.int64), "one": np.array(1, np.float32),
-                    "last": np.array([2], np.int64)}
+                    "halves": np.array([hidden] * 2, np.int64), "last": np.array([2], np.int64),
+                    "one_axis": np.array([1], np.int64)}
     cells = []
     for k in (1, 2):
         initializers.update({f"W{k}": uniform(hidden, 3 * hidden), f"bW{k}": uniform(3 * hidden),
@@ -397,8 +396,6 @@ def gru_decoder_step(batch: int = 12, hidden: int = 256, source: int = 32, vocab
         logprobs = LogSoftmax <axis = 1> (biased)
     }}
     """
-    initializers["one_axis"] = np.array([1], np.int64)
-    del initializers["one"]
     feeds_rng = np.random.default_rng(seed + 1)
     feeds = {"tokens": feeds_rng.integers(0, vocab, batch).astype(np.int64),
              "h1": feeds_rng.uniform(-1, 1, (batch, hidden)).astype(np.float32),

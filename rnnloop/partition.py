@@ -53,38 +53,36 @@ def compile_regions(graph: Graph, label: str = "region") -> Partition:
         why = _why_not(op, graph)
         if why:
             left_out[id(op)] = why
-    while True:
-        groups = _regions(graph, left_out)
-        failure = None
-        for ops in groups:
+    while True:  # generate every region; an op a rule refuses leaves its region, and again
+        regions = [_region(graph, ops, f"{graph.name}/{label}{number}")
+                   for number, ops in enumerate(_regions(graph, left_out), start=1)]
+        kernels, failure = [], None
+        for region in regions:
             try:
-                generate_region(_region(graph, ops).body, label)
+                kernels.append(generate_region(region.body, region.where()))
             except Exception as e:  # noqa: BLE001 - a code generator bug costs speed, not the answer
                 if debug_level() >= 2 and not isinstance(e, NoRule):
                     raise
-                failure = (ops, e if isinstance(e, NoRule) else generator_failure(e))
+                failure = (region.body.ops, e if isinstance(e, NoRule) else generator_failure(e))
                 break
         if failure is None:
             break
         ops, e = failure
         culprits = [e.op] if e.op is not None and any(e.op is o for o in ops) else ops
         for op in culprits:
-            why = str(e)
-            left_out[id(op)] = why.removeprefix(f"{op.where()}: ")  # (explain() names the op)
+            left_out[id(op)] = str(e).removeprefix(f"{op.where()}: ")  # (explain() names the op)
     result = Partition(graph)
     placed: dict[int, Region] = {}
-    for number, ops in enumerate(groups, start=1):
-        region = _region(graph, ops)
-        region.origin = Origin("rnnloop", f"{graph.name}/{label}{number}", "Region", None, "rnnloop")
+    for region, kernel in zip(regions, kernels):
         try:
-            compiled = CompiledRegion(region, region.where())
+            compiled = CompiledRegion(region, kernel)
         except NoRule as e:
-            result.failed.append(f"{region.where()} ({len(ops)} ops) did not compile: {e}")
-            for op in ops:
+            result.failed.append(f"{region.where()} ({len(region.body.ops)} ops) did not compile: {e}")
+            for op in region.body.ops:
                 left_out[id(op)] = f"its region's kernel did not compile ({e})"
             continue
         result.compiled.append(compiled)
-        for op in ops:
+        for op in region.body.ops:
             placed[id(op)] = region
     # The program: the regions and the interpreted ops in an order that computes every value
     # before it is read (the stages guarantee there is one).
@@ -153,8 +151,8 @@ def _regions(graph: Graph, left_out: dict[int, str]) -> list[list[Op]]:
     return regions
 
 
-def _region(graph: Graph, ops: list[Op]) -> Region:
-    """The Region op of `ops`: reads what they read from outside, gives what is read after them."""
+def _region(graph: Graph, ops: list[Op], label: str) -> Region:
+    """The Region op `label` of `ops`: reads what they read from outside, gives what is read after them."""
     made = {n for op in ops for n in op.outputs if n}
     members = {id(op) for op in ops}
     inputs, constants = [], {}
@@ -169,7 +167,8 @@ def _region(graph: Graph, ops: list[Op]) -> Region:
     read_after = {n for op in graph.ops if id(op) not in members for n in op.inputs}
     outputs = [n for op in ops for n in op.outputs if n and (n in read_after or n in graph.outputs)]
     body = Graph(f"{graph.name}/region", inputs, outputs, list(ops), constants, graph.types)
-    return Region("Region", list(inputs), list(outputs), body=body)
+    return Region("Region", list(inputs), list(outputs), origin=Origin("rnnloop", label, "Region", None, "rnnloop"),
+                  body=body)
 
 
 def _schedule(graph: Graph, placed: dict[int, Region]) -> list[Op]:

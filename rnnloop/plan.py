@@ -51,7 +51,7 @@ def plan_graph(graph: Graph, backend: str, strict: bool, regions: dict[int, Comp
     for p in plans:
         if level >= 1:
             print(f"rnnloop: {p.describe()}", file=sys.stderr)
-        if level >= 2 and p.fused is not None:
+        if level >= 2 and isinstance(p.fused, FusedLoop):  # (a region's source: Session prints it)
             print(p.fused.source, file=sys.stderr)
     return plans
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from .codegen.emitter import debug_level
 from .codegen.fused import FusedLoop
-from .codegen.kernel import STATUS_SIZE
 from .errors import FallbackWarning, InputError, RnnloopError, UnsupportedModelError
 from .interp.graph import Options, run_graph
 from .ir import (
@@ -81,6 +82,11 @@ class Session:
                                             "\n".join("  " + f for f in self.partition.failed))
             for failure in self.partition.failed:
                 warnings.warn(failure, FallbackWarning, stacklevel=3)
+        level = debug_level()  # RNNLOOP_DEBUG: 1 the regions, 2 their sources too (plan_graph: the loops)
+        for compiled in self.partition.compiled if self.partition and level else ():
+            print(f"rnnloop: {compiled.describe()}", file=sys.stderr)
+            if level >= 2:
+                print(compiled.source, file=sys.stderr)
         compiled = {id(c.op): c for c in (self.partition.compiled if self.partition else ())}
         self.plans = plan_graph(program, backend, strict, compiled)
         # Arrays a run may hand back without computing them: results must never alias these.
@@ -188,12 +194,7 @@ class _Direct:
             picked = [index[name] for name in output_names]
         region = self.region
         values = [arrays[k] for k in self.passed]
-        status = np.zeros(STATUS_SIZE, np.int64)
-        try:
-            results = region.function(status, self.cap, *values, *region.constants)
-        except Exception as e:
-            with np.errstate(all="ignore"):  # (it may run the region in the interpreter: see run)
-                results = region.failed(e, status, region.op, values, self.session.options)
+        results = region.call_ready(region.op, values, self.session.options, (self.cap,), values)
         return [results[k] for k in picked]  # (the kernel's own arrays: see region._returned)
 
 

@@ -85,9 +85,13 @@ class Compiled:
     def call(self, op: Op, values: list[Any], options: Options, scalars: tuple, arrays: list[Any]) -> tuple:
         """The kernel's results for `arrays` after the `scalars` of its prefix; an error it checks
         for is a RunError, any other failure runs this call in the interpreter."""
+        return self.call_ready(op, values, options, scalars, list(map(_argument, arrays)))
+
+    def call_ready(self, op: Op, values: list[Any], options: Options, scalars: tuple, arrays: list[Any]) -> tuple:
+        """call(), for arrays the caller has already made C-contiguous, aligned and writable."""
         status = np.zeros(STATUS_SIZE, np.int64)
         try:
-            return self.function(status, *scalars, *map(_argument, arrays), *self.constants)
+            return self.function(status, *scalars, *arrays, *self.constants)
         except Exception as e:
             return self.failed(e, status, op, values, options)
 
@@ -111,7 +115,8 @@ class Compiled:
         if not self.fallbacks:
             warnings.warn(f"{op.where()}: {why}; it runs in the interpreter", FallbackWarning, stacklevel=3)
         self.fallbacks += 1
-        return self.run_interpreted(op, values, options)
+        with np.errstate(all="ignore"):  # (as Session.run: ONNX math is IEEE, without warnings)
+            return self.run_interpreted(op, values, options)
 
     def run_interpreted(self, op: Op, values: list[Any], options: Options) -> tuple:
         raise NotImplementedError
@@ -160,7 +165,7 @@ class FusedLoop(Compiled):
         cond = True if values[1] is None else bool(single_value(op, values[1], "condition"))
         cap = -1 if options.max_iterations is None else int(options.max_iterations)
         results = self.call(op, values, options, (cap, trip, cond), arrays)
-        if self.sequences and results is not None:
+        if self.sequences:
             results = tuple(RowSequence(r) if k in self.sequences and isinstance(r, np.ndarray) else r
                             for k, r in enumerate(results))
         return results

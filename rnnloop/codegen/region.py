@@ -65,12 +65,13 @@ def _returned(g: LoopGen, name: str) -> Var:
 
 
 class CompiledRegion(Compiled):
-    """Runs one region through its kernel; the interpreter runs it for inputs of other types."""
+    """Runs one region through its generated kernel, compiled here; the interpreter runs it for
+    inputs of other types."""
 
-    def __init__(self, op: Region, label: str):
+    def __init__(self, op: Region, kernel: KernelModule):
         self.op = op
-        self.label = label
-        self.kernel = generate_region(op.body, label)
+        self.label = op.where()
+        self.kernel = kernel  # generate_region(op.body, op.where()), by the partition
         self.expected = []
         for name in op.body.inputs:
             t = op.body.type_of(name)

@@ -7,22 +7,8 @@ import numpy as np
 
 from ..ir import Op
 from .emitter import NoRule, Var, dtype_name, literal, shape_tuple
-from .kernel import LoopGen, emits
+from .kernel import LoopGen, _scalar_of, emits
 from .rules import _const_ints, _static_length
-
-
-def _element(v: Var) -> str:
-    """The one element of a scalar input (0-d, or a vector of one, as onnxruntime accepts)."""
-    if v.kind == "scalar" or v.rank == 0:
-        return v.item()
-    return f"{v.expr}[{', '.join(['0'] * v.rank)}]"
-
-
-def _one_element(g: LoopGen, op: Op, v: Var, what: str) -> str:
-    """The element of a scalar input, checked to be one value."""
-    if v.kind != "scalar" and v.rank > 0:
-        g.fail_if(f"{v.expr}.size != 1", op, f"{what} must hold exactly one value, got {{a}}", a=f"{v.expr}.size")
-    return _element(v)
 
 
 @emits("Size")
@@ -33,7 +19,7 @@ def emit_size(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     out = g.buffer(op.outputs[0], np.dtype(np.int64), [])
     size = "1" if x.kind == "scalar" else " * ".join(x.dim(a) for a in range(x.rank)) or "1"
     g.body(f"{out}[()] = {size}")
-    return [Var(out, np.dtype(np.int64), 0, "buffer", value=None)]
+    return [Var(out, np.dtype(np.int64), 0, "buffer")]
 
 
 @emits("ConstantOfShape")
@@ -71,7 +57,7 @@ def emit_range(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     g.out_type(op.outputs[0], 1, dtype)
     first, stop, step = (g.body.fresh(n) for n in ("first", "stop", "step"))
     for name, v, what in ((first, start, "start"), (stop, limit, "limit"), (step, delta, "delta")):
-        g.body(f"{name} = {_one_element(g, op, v, what)}")
+        g.body(f"{name} = {_scalar_of(g, v, '0', what, op)}")
     count = g.body.fresh("count")
     if dtype.kind in "iu":
         g.fail_if(f"{step} == 0", op, "delta must not be 0")
@@ -113,7 +99,8 @@ def emit_pad(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     value = "0"
     if mode == "constant" and len(op.inputs) > 2 and op.inputs[2]:
         v = ins[2]
-        value = f"({_element(v)} if {v.expr}.size > 0 else 0)" if v.kind != "scalar" and v.rank > 0 else _element(v)
+        first = f"{v.expr}[{', '.join(['0'] * v.rank)}]"
+        value = v.item() if v.kind == "scalar" or v.rank == 0 else f"({first} if {v.expr}.size > 0 else 0)"
     dtype, _ = g.out_type(op.outputs[0], rank, x.dtype)
     emit = g.body
     src, n, dims = [], [], []
