@@ -404,6 +404,78 @@ def gru_decoder_step(batch: int = 12, hidden: int = 256, source: int = 32, vocab
     return _finish(text, initializers), feeds
 
 
+def _bidirectional_encoder(kind: str, batch: int, input_size: int, hidden: int, steps: int, layers: int,
+                           seed: int) -> Built:
+    """A stack of `layers` bidirectional ONNX LSTM/GRU nodes as torch.onnx.export (dynamo=False) writes
+    nn.LSTM/nn.GRU(num_layers=layers, bidirectional=True) called without initial states: zero states
+    made by Shape/Gather/Unsqueeze/Concat/ConstantOfShape and sliced per layer, and between layers
+    Y[T, 2, B, H] -> Transpose(perm 0, 2, 1, 3) -> Reshape(0, 0, -1) -> the next layer's X[T, B, 2H]."""
+    rng = np.random.default_rng(seed)
+    scale = 1 / np.sqrt(hidden)
+    gates = 4 if kind == "LSTM" else 3
+    states = ["h", "c"] if kind == "LSTM" else ["h"]
+    initializers: dict[str, np.ndarray] = {
+        "state_rows": np.array([2 * layers], np.int64), "state_hidden": np.array([hidden], np.int64),
+        "one": np.array(1, np.int64), "axis0": np.array([0], np.int64), "flatten": np.array([0, 0, -1], np.int64)}
+    lines = [
+        "shape = Shape(X)",
+        "batch = Gather <axis = 0> (shape, one)",
+        "batch1 = Unsqueeze(batch, axis0)",
+        "state_shape = Concat <axis = 0> (state_rows, batch1, state_hidden)",
+        "zeros = ConstantOfShape <value = float[1] {0}> (state_shape)"]
+    # torch.nn.LSTM's gates i, f, g, o and GRU's r, z, n are reordered by its exporter into ONNX's order;
+    # random weights need no reordering. GRU: torch's cell is linear_before_reset = 1.
+    attributes = f"direction = \"bidirectional\", hidden_size = {hidden}" + \
+        (", linear_before_reset = 1" if kind == "GRU" else "")
+    x = "X"
+    for k in range(layers):
+        inputs = input_size if k == 0 else 2 * hidden
+        initializers.update({
+            f"W{k}": rng.uniform(-scale, scale, (2, gates * hidden, inputs)).astype(np.float32),
+            f"R{k}": rng.uniform(-scale, scale, (2, gates * hidden, hidden)).astype(np.float32),
+            f"B{k}": rng.uniform(-scale, scale, (2, 2 * gates * hidden)).astype(np.float32),
+            f"first{k}": np.array([2 * k], np.int64), f"last{k}": np.array([2 * k + 2], np.int64)})
+        for s in states:
+            lines.append(f"{s}0_{k} = Slice(zeros, first{k}, last{k}, axis0)")
+        state_in = ", ".join(f"{s}0_{k}" for s in states)
+        state_out = ", ".join(f"{s}_{k}" for s in states)
+        lines.append(f"Y{k}, {state_out} = {kind} <{attributes}> ({x}, W{k}, R{k}, B{k}, , {state_in})")
+        lines.append(f"Yt{k} = Transpose <perm = [0, 2, 1, 3]> (Y{k})")
+        x = "Y" if k == layers - 1 else f"X{k + 1}"
+        lines.append(f"{x} = Reshape(Yt{k}, flatten)")
+    finals = []
+    for s in states:
+        lines.append(f"{s}_n = Concat <axis = 0> ({', '.join(f'{s}_{k}' for k in range(layers))})")
+        finals.append(f"float[{2 * layers}, B, {hidden}] {s}_n")
+    body = "\n        ".join(lines)
+    name = f"bi{kind.lower()}_encoder"
+    text = f"""
+    {name} (float[T, B, {input_size}] X) => (float[T, B, {2 * hidden}] Y, {", ".join(finals)}) {{
+        {body}
+    }}
+    """
+    feeds = {"X": np.random.default_rng(seed + 1).standard_normal((steps, batch, input_size)).astype(np.float32)}
+    return _finish(text, initializers), feeds
+
+
+def bilstm_encoder(batch: int = 12, input_size: int = 80, hidden: int = 256, steps: int = 100, layers: int = 3,
+                   seed: int = 0) -> Built:
+    """A stacked bidirectional LSTM encoder as published speech and text models export it (torch's
+    nn.LSTM(input_size, hidden, num_layers=layers, bidirectional=True) through torch.onnx.export,
+    dynamo=False): one ONNX LSTM node per layer, direction "bidirectional", zero initial states, and
+    the Transpose/Reshape glue between layers. The defaults are a speech encoder's: 80 log-mel features,
+    100 frames (1 s at a 10 ms hop), three layers of 256 per direction, batch 12. Feed X[steps, batch,
+    input]; outputs Y[steps, batch, 2·hidden], h_n and c_n [2·layers, batch, hidden]."""
+    return _bidirectional_encoder("LSTM", batch, input_size, hidden, steps, layers, seed)
+
+
+def bigru_encoder(batch: int = 12, input_size: int = 80, hidden: int = 256, steps: int = 100, layers: int = 3,
+                  seed: int = 0) -> Built:
+    """`bilstm_encoder` with nn.GRU's layers (ONNX GRU, linear_before_reset = 1, as torch exports it);
+    outputs Y[steps, batch, 2·hidden] and h_n [2·layers, batch, hidden]."""
+    return _bidirectional_encoder("GRU", batch, input_size, hidden, steps, layers, seed)
+
+
 # (batch, input_size, hidden, steps) of the LSTM/GRU workloads the benchmarks time.
 def lstm_step(batch: int = 1, input_size: int = 64, hidden: int = 128, steps: int = 200, seed: int = 0):
     """The cell of `lstm_loop` as a Python step function for `rnnloop.scan`, with its initial carry
@@ -429,6 +501,7 @@ MODELS: dict[str, Callable[..., Built]] = {
     "gru_loop": gru_loop, "gru_scan": gru_scan, "gru_native": gru_native,
     "small_loop": small_loop, "sequence_insert_loop": sequence_insert_loop,
     "elementwise_chain": elementwise_chain, "vad_stream": vad_stream, "gru_decoder_step": gru_decoder_step,
+    "bilstm_encoder": bilstm_encoder, "bigru_encoder": bigru_encoder,
 }
 
 
