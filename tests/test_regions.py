@@ -242,3 +242,24 @@ def test_the_decoder_step_is_one_region_that_agrees_with_onnxruntime():
     got = session.run(None, feeds)
     assert_same(got, rnnloop.load(model, backend="interp").run(None, feeds), rtol=1e-4, atol=1e-5)
     assert_same(got, run_onnxruntime(model, feeds), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["bilstm_encoder", "bigru_encoder"])
+def test_a_stacked_bidirectional_encoder_is_one_region_that_agrees_with_onnxruntime(name):
+    # Both directions of every layer and the Transpose/Reshape glue between layers are one kernel,
+    # which serves batch 12 and batch 1 alike. Two layers keep the compile short; the glue is the same.
+    from helpers import run_onnxruntime
+
+    from rnnloop.models import MODELS
+    model, _ = MODELS[name](batch=12, input_size=8, hidden=16, steps=5, layers=2)
+    session = load_numba(model)
+    assert [type(op) for op in session.program.ops] == [Region], session.explain()
+    assert session.explain().count("fused into the kernel of Region") == 4, session.explain()
+    interp = rnnloop.load(model, backend="interp")
+    rng = np.random.default_rng(4)
+    for batch, steps in ((12, 5), (1, 7)):
+        feeds = {"X": rng.standard_normal((steps, batch, 8)).astype(np.float32)}
+        got = session.run(None, feeds)
+        assert got[0].shape == (steps, batch, 32)
+        assert_same(got, interp.run(None, feeds), rtol=1e-4, atol=1e-5)
+        assert_same(got, run_onnxruntime(model, feeds), rtol=1e-4, atol=1e-5)
