@@ -63,3 +63,26 @@ def test_torch_exported_model_matches_torch(kind, layers, bidirectional, batch_f
         got = session.run(None, feeds)
         for name, g, e in zip(names, got, expected):
             np.testing.assert_allclose(g, e.numpy(), rtol=1e-4, atol=1e-5, err_msg=f"{kind} output {name}")
+
+
+@pytest.mark.parametrize("kind, layers", [("LSTM", 3), ("GRU", 2)])
+def test_torch_exported_bidirectional_encoder_is_one_region_matching_torch(kind, layers):
+    # An encoder as published models call it, without initial states: the exporter makes zero states
+    # by ConstantOfShape and joins the layers by Transpose/Reshape; all of it is one compiled kernel.
+    import rnnloop
+    from rnnloop.ir import Region
+    torch.manual_seed(1)
+    module = getattr(torch.nn, kind)(8, 16, num_layers=layers, bidirectional=True).eval()
+    names = ["y", "h", "c"] if kind == "LSTM" else ["y", "h"]
+    model = _export(module, (torch.randn(5, 12, 8),), 0, names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", rnnloop.FallbackWarning)
+        session = rnnloop.load(model, strict=True)
+    assert [type(op) for op in session.program.ops] == [Region], session.explain()
+    for batch, steps in ((12, 5), (1, 7)):
+        x = torch.randn(steps, batch, 8)
+        with torch.no_grad():
+            y, final = module(x)
+        expected = [y, *(final if kind == "LSTM" else (final,))]
+        for name, g, e in zip(names, session.run(None, {"x": x.numpy()}), expected):
+            np.testing.assert_allclose(g, e.numpy(), rtol=1e-4, atol=1e-5, err_msg=f"{kind} output {name}")
