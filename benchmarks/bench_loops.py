@@ -207,11 +207,12 @@ class SequenceInsert:
 class WholeModel:
     """Models whose time outside loops matters, one call each: chains of 1, 10 and 100 elementwise
     ops on a [1, 16] tensor (per-call and per-op overhead), the streaming VAD-style model (one
-    512-sample chunk) and a seq2seq decoder step at batch 12. rnnloop's time over its peer's
-    (below 1: faster), timed interleaved."""
+    512-sample chunk), a seq2seq decoder step at batch 12, and stacked bidirectional LSTM and GRU
+    encoders as torch exports them (3 layers of 256 per direction, 80 features, 100 steps) at batch
+    12 and 1. rnnloop's time over its peer's (below 1: faster), timed interleaved."""
 
     params = (("elementwise_chain:1", "elementwise_chain:10", "elementwise_chain:100", "vad_stream",
-               "gru_decoder_step"),
+               "gru_decoder_step", "bilstm_encoder", "bilstm_encoder:1", "bigru_encoder", "bigru_encoder:1"),
               ("onnxruntime", "openvino"))
     param_names = ("model", "peer")
     timeout = 300
@@ -235,13 +236,13 @@ class WholeModel:
     track_ratio.unit = "ratio"
 
 
-STARTUP_MODELS = ("small_loop", "lstm_loop", "lstm_scan", "gru_loop", "gru_scan", "vad_stream")
+STARTUP_MODELS = ("small_loop", "lstm_loop", "lstm_scan", "gru_loop", "gru_scan", "vad_stream", "bilstm_encoder")
 
 
 class Startup:
     """Seconds to the first result in a new process: cold (empty kernel cache: load, generate, compile, run)
     and warm (the cache filled: load and run, after `import rnnloop`), at batch 1, input 16, hidden 32, 20 steps
-    (the VAD-style model at its own size)."""
+    (the VAD-style model at its own size; the encoder with its 3 bidirectional layers, 6 loops)."""
 
     params = STARTUP_MODELS
     param_names = ("model",)
