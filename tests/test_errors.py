@@ -115,6 +115,26 @@ def test_every_unsupported_op_is_listed_in_one_error_with_its_node_name():
     assert "Gelu 'deep'" in message and "Hardmax 'first'" in message
 
 
+def test_unnamed_nodes_are_named_by_op_type_and_index_in_their_graph():
+    model = parse("""
+    odd (float[4] x) => (float[4] y) {
+        a = Hardmax(x)
+        y = Loop(, , a) <body = step (int64 i, bool c, float[4] v) => (bool c2, float[4] w) {
+            c2 = Identity(c)
+            w = Gelu(v)
+        }>
+    }""", opset=20)
+    with pytest.raises(rnnloop.UnsupportedModelError) as info:
+        rnnloop.load(model)
+    assert "Gelu 'Gelu_1' (ai.onnx opset 20)" in str(info.value)
+    assert "Hardmax 'Hardmax_0' (ai.onnx opset 20)" in str(info.value)
+    del model.graph.node[0]  # a model rnnloop runs: the same names in explain(), load after load
+    model.graph.node[0].input[2] = "x"
+    model.graph.node[0].attribute[0].g.node[1].op_type = "Neg"
+    explained = [rnnloop.load(model, backend="interp").explain() for _ in range(2)]
+    assert explained[0] == explained[1] == "Loop 'Loop_0' (ai.onnx opset 20): interpreted (backend='interp')"
+
+
 def test_loading_from_a_file_and_from_bytes_gives_the_same_session(tmp_path):
     model = parse(DOUBLER)
     path = tmp_path / "model.onnx"

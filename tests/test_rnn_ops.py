@@ -196,6 +196,18 @@ def test_an_unknown_activation_is_rejected_at_load_by_name():
         rnnloop.load(model)
 
 
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_explain_says_which_direction_of_a_bidirectional_op_each_loop_is(kind):
+    model, _ = build(kind, 3, direction="bidirectional")
+    model.graph.node[0].name = "enc"
+    assert rnnloop.load(model, backend="interp").explain().splitlines() == [
+        f"{kind} 'enc' (ai.onnx opset 14), forward direction: interpreted (backend='interp')",
+        f"{kind} 'enc' (ai.onnx opset 14), reverse direction: interpreted (backend='interp')"]
+    model, _ = build(kind, 3, direction="reverse")  # one loop: the node says its direction
+    assert rnnloop.load(model, backend="interp").explain() == \
+        f"{kind} '{kind}_0' (ai.onnx opset 14): interpreted (backend='interp')"
+
+
 def test_a_two_layer_model_as_torch_exports_it(backend):
     """Embedding (Gather), a bidirectional LSTM, its Y reshaped to [steps, batch, 2*hidden], a GRU,
     then Linear and LogSoftmax: one node per layer, as torch.onnx.export writes it."""

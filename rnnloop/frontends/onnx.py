@@ -125,7 +125,7 @@ def _type_contradiction(model: ModelProto, message: str) -> str | None:
     op_type, computed, declared = found.group(1), int(found.group(2)), int(found.group(3))
     declared_types = {info.name: info.type.tensor_type.elem_type for g in _graphs(model.graph)
                       for info in [*g.value_info, *g.output]}
-    nodes = [f"{op_type} '{node.name or f'{op_type}_{index}'}'" for g in _graphs(model.graph)
+    nodes = [f"{op_type} '{node_name(node, index)}'" for g in _graphs(model.graph)
              for index, node in enumerate(g.node)
              if node.op_type == op_type and any(declared_types.get(o) == declared for o in node.output)]
 
@@ -223,16 +223,20 @@ def _since_version(node: NodeProto, opsets: dict[str, int]) -> int | None:
         return None
 
 
-def _node_label(node: NodeProto, opsets: dict[str, int]) -> str:
+def node_name(node: NodeProto, index: int) -> str:
+    """The node's name; an unnamed node's is its op type and its index in its graph, like 'Add_3'."""
+    return node.name or f"{node.op_type}_{index}"
+
+
+def _node_label(node: NodeProto, index: int, opsets: dict[str, int]) -> str:
     domain = node.domain or "ai.onnx"
-    name = node.name or (node.output[0] if node.output else "")  # unnamed nodes go by their first output
-    return f"{node.op_type} '{name}' ({domain} opset {opsets.get(node.domain or '', '?')})"
+    return f"{node.op_type} '{node_name(node, index)}' ({domain} opset {opsets.get(node.domain or '', '?')})"
 
 
 def _prescan(graph: GraphProto, opsets: dict[str, int]) -> Iterator[str]:
     """Every node, subgraphs included, that no converter handles, as '<node>: <reason>'."""
-    for node in graph.node:
-        label = _node_label(node, opsets)
+    for index, node in enumerate(graph.node):
+        label = _node_label(node, index, opsets)
         since = _since_version(node, opsets) if node.domain in DEFAULT_DOMAINS else None
         if node.domain not in DEFAULT_DOMAINS:
             yield f"{label}: the domain '{node.domain}' is not supported"
@@ -328,7 +332,7 @@ class OnnxConverter:
 
     def convert_node(self, node: NodeProto, b: Builder, index: int) -> None:
         opset = self.opsets.get(node.domain or "", 1)
-        origin = Origin("onnx", node.name or f"{node.op_type}_{index}", node.op_type, opset)
+        origin = Origin("onnx", node_name(node, index), node.op_type, opset)
         fn = find_converter("onnx", node.op_type, _since_version(node, self.opsets))
         attrs = {}
         for a in node.attribute:

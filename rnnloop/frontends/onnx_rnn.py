@@ -7,11 +7,13 @@ index, without a copy) and Y is its stacked output; bidirectional runs two loops
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..cells import ACTIVATION_DEFAULTS, GATES, Activation, CellSpec, cell_body
 from ..errors import ModelError, UnsupportedModelError
-from ..ir import Slice, Stack, TensorType
+from ..ir import Origin, Slice, Stack, TensorType
 from .registry import converts
 
 _DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
@@ -74,6 +76,7 @@ def convert_recurrent(n, kind, X, W, R, B, sequence_lens, initial_h, initial_c, 
         taus = b.op1("Range", b.constant(np.asarray(0, lengths)), b.op1("Cast", steps, to=np.dtype(lengths)),
                      b.constant(np.asarray(1, lengths)))
     finals, ys = [], []
+    node_origin = b.origin
     for d, reverse in enumerate(directions):
         spec = CellSpec(kind, hidden, np.dtype(dtype), acts[d * k:(d + 1) * k],
                         None if clip is None else float(clip), peepholes=bool(P),
@@ -100,15 +103,30 @@ def convert_recurrent(n, kind, X, W, R, B, sequence_lens, initial_h, initial_c, 
         states = [_initial(n, x, initial_h, index, d_axis, hidden, dtype)]
         if kind == "LSTM":
             states.append(_initial(n, x, initial_c, index, d_axis, hidden, dtype))
+        if len(directions) == 2 and node_origin is not None:  # explain() and errors say which loop is which
+            b.origin = DirectionOrigin(**{f.name: getattr(node_origin, f.name) for f in dataclasses.fields(Origin)},
+                                       direction="reverse" if reverse else "forward")
         body = cell_body(b, spec, lengths)
         sliced = [(x, Slice(axis=0, reverse=reverse))] + ([(taus, Slice(axis=0, reverse=reverse))] if taus else [])
         outs = b.loop(body, carried=states, sliced=sliced, invariants=[wt, rt, bias, *extra] +
                       ([sequence_lens] if sequence_lens else []), stacked=[Stack(axis=0, reverse=reverse)])
+        b.origin = node_origin
         finals.append(outs[:-1])
         # [steps, batch, hidden] also when there are no steps, which leave no part to take the shape of
         shape = b.op1("Concat", b.op1("Shape", x, start=0, end=1), b.op1("Shape", states[0]), axis=0)
         ys.append(b.op1("Reshape", outs[-1], shape, allowzero=1))
     _outputs(n, ys, finals, layout)
+
+
+@dataclasses.dataclass(frozen=True)
+class DirectionOrigin(Origin):
+    """The origin of the ops of one direction of a bidirectional LSTM, GRU or RNN (its loop among them):
+    "LSTM 'enc' (ai.onnx opset 14), reverse direction"."""
+
+    direction: str = "forward"
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}, {self.direction} direction"
 
 
 def _hidden_size(n, R: str, hidden_size) -> int:
