@@ -218,15 +218,36 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
                         help="steps of a built-in model; for a file, the steps a run takes (to report time per step)")
 
 
-def _cmd_cache(args) -> int:
+def _cmd_cache(args: argparse.Namespace) -> int:
     from .codegen.cache import cache_info, clear_cache
     if args.action == "clear":
-        print(f"removed {clear_cache()} files from {cache_info()['directory']}")
+        older = None if args.older_than is None else args.older_than * 86400.0
+        removed = clear_cache(older_than=older)
+        print(f"removed {_count(removed['kernels'], 'kernel')} and {_count(removed['runtime'], 'runtime file')} "
+              f"({removed['bytes'] / 1e6:.1f} MB) from {cache_info()['directory']}")
         return 0
     info = cache_info()
-    print(f"directory: {info['directory']}\nkernels:   {info['kernels']} ({info['compiled']} compiled "
-          f"functions)\nsize:      {info['bytes'] / 1e6:.1f} MB")
+    mb = {k: f"{info[k] / 1e6:.1f} MB" for k in ("kernel_bytes", "runtime_bytes", "bytes")}
+    print(f"directory: {info['directory']}\n"
+          f"kernels:   {info['kernels']} ({info['compiled']} compiled functions, {mb['kernel_bytes']})\n"
+          f"runtime:   {info['runtime']} files of rnnloop's own compiled helpers ({mb['runtime_bytes']})\n"
+          f"total:     {mb['bytes']}")
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _days(text: str) -> float:
+    """A --older-than value: a number of days, zero or more."""
+    try:
+        days = float(text)
+    except ValueError:
+        days = -1.0
+    if not days >= 0:  # (also NaN)
+        raise argparse.ArgumentTypeError(f"takes a number of days, 0 or more, got '{text}'")
+    return days
 
 
 def _built_in_names() -> list[str]:
@@ -290,7 +311,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     codegen.set_defaults(fn=_cmd_codegen)
     _bench_parser(commands)
     cache = commands.add_parser("cache", help="show or clear the compiled-kernel cache (RNNLOOP_CACHE_DIR)")
-    cache.add_argument("action", choices=["info", "clear"])
+    actions = cache.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("info", help="the cache's directory, its kernels and its size")
+    clear = actions.add_parser("clear", help="delete cached kernels and rnnloop's compiled helpers (they compile "
+                               "again when next used)")
+    clear.add_argument("--older-than", type=_days, default=None, metavar="DAYS",
+                       help="delete only what no process used for more than DAYS days (a number: 0.5 is 12 hours)")
     cache.set_defaults(fn=_cmd_cache)
     demo = commands.add_parser("demo", help="the built-in LSTM loop: rnnloop fused vs interpreter vs onnxruntime")
     demo.add_argument("--steps", type=int, default=200)

@@ -10,6 +10,12 @@ Numba 0.68 does not survive a corrupt cache entry: a truncated or garbage ``.nbi
 the first call raise ``UnpicklingError``/``EOFError``, and every later compile too (saving re-reads
 the index). So we wrap each dispatcher's cache: a failed load deletes the kernel's numba files,
 warns and reports a miss, so numba compiles and saves afresh; a failed save only warns.
+
+rnnloop's own numba helpers (runtime, mathfn, blas, simd: ``@njit(cache=True)`` in this package)
+cache into ``cache_dir()/runtime/<folder>/`` rather than into the package's ``__pycache__``, through
+a numba cache locator that ``install_runtime_locator`` registers before the first kernel loads (and
+so before any helper compiles, which only a kernel calling it does). So the cache holds all of
+rnnloop's compiled code, and ``rnnloop cache clear`` removes all of it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 import types
 import warnings
 from pathlib import Path
@@ -64,6 +71,7 @@ def load_source(source: str, *, label: str) -> types.ModuleType:
     with _lock:
         if name in sys.modules:
             return sys.modules[name]
+        install_runtime_locator()  # before the kernel imports (and compiles) rnnloop's helpers
         path = _kernels_dir() / f"{name}.py"
         data = source.encode("utf-8")
         current = None
@@ -71,6 +79,9 @@ def load_source(source: str, *, label: str) -> types.ModuleType:
             current = path.read_bytes()
         if current != data:  # missing, or corrupt (truncated by a crash, a full disk...)
             _write_atomic(path, data)
+        else:  # mark it used: `rnnloop cache clear --older-than` removes kernels by their last use
+            with contextlib.suppress(OSError):
+                os.utime(path)
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # before the code runs: numba's cache finds the module by name
@@ -122,12 +133,29 @@ def _kernels_dir() -> Path:
 
 
 def _writable(directory: Path) -> Path:
-    """`directory` made (private to the user) and checked: ours alone to write, and writable by us."""
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    (directory / "__pycache__").mkdir(mode=0o700, exist_ok=True)
-    for d in (directory, directory / "__pycache__"):
-        _check_private(d)
-        tempfile.TemporaryFile(dir=d).close()
+    """`directory` and its __pycache__ made (private to the user) and checked: ours alone to write,
+    and writable by us."""
+    _private(directory)
+    _private(directory / "__pycache__")
+    return directory
+
+
+def _private(directory: Path) -> Path:
+    """`directory` made if missing and checked: ours alone to write (see _check_private) and writable
+    by us; OSError if not. Every folder from cache_dir() down is made private to the user (which
+    mkdir(parents=True) would not do for the folders above `directory`)."""
+    top = cache_dir()
+    if directory.is_relative_to(top):
+        top.parent.mkdir(parents=True, exist_ok=True)  # ~/.cache and above: as the system makes them
+        made = top
+        made.mkdir(mode=0o700, exist_ok=True)
+        for part in directory.relative_to(top).parts:
+            made = made / part
+            made.mkdir(mode=0o700, exist_ok=True)
+    else:  # the temp fallback
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _check_private(directory)
+    tempfile.TemporaryFile(dir=directory).close()
     return directory
 
 
@@ -145,31 +173,168 @@ def _check_private(directory: Path) -> None:
         raise OSError(f"{directory} is writable by every user; compiled kernels load from there as code")
 
 
-def _entries(directory: Path) -> list[Path]:
-    """rnnloop's files in a kernels directory: kernel sources and numba's cache files for them."""
-    return sorted([*directory.glob("rnnloop_kernel_*"), *(directory / "__pycache__").glob("rnnloop_kernel_*")])
+def _kernel_entries(directory: Path) -> dict[str, list[Path]]:
+    """rnnloop's files in a kernels directory by kernel: its source and numba's cache files for it."""
+    entries: dict[str, list[Path]] = {}
+    if directory.is_dir():
+        files = [*directory.glob("rnnloop_kernel_*"), *(directory / "__pycache__").glob("rnnloop_kernel_*")]
+        for f in sorted(files):
+            entries.setdefault(f.name.split(".")[0], []).append(f)  # rnnloop_kernel_<hash>[.more]
+    return entries
+
+
+def _runtime_entries(directory: Path) -> dict[str, list[Path]]:
+    """numba's cache files of rnnloop's own helpers by folder (one per rnnloop install: see
+    _RuntimeCacheLocator)."""
+    if not directory.is_dir():
+        return {}
+    return {d.name: sorted(f for f in d.iterdir() if f.suffix in (".nbi", ".nbc"))
+            for d in sorted(directory.iterdir()) if d.is_dir()}
+
+
+def _size(files: list[Path]) -> int:
+    total = 0
+    for f in files:
+        with contextlib.suppress(OSError):  # another process removed it
+            total += f.stat().st_size
+    return total
 
 
 def cache_info() -> dict:
-    """The kernel cache: its directory, kernel count, numba cache files and bytes on disk."""
-    directory = cache_dir() / "kernels"
-    files = _entries(directory) if directory.is_dir() else []
-    return {"directory": str(directory),
-            "kernels": sum(f.suffix == ".py" for f in files),
-            "compiled": sum(f.suffix == ".nbc" for f in files),
-            "bytes": sum(f.stat().st_size for f in files if f.is_file())}
+    """The cache: its directory, kernels (count, numba cache files, bytes), rnnloop's own compiled
+    helpers (files, bytes), and the total bytes on disk."""
+    top = cache_dir()
+    kernels = [f for files in _kernel_entries(top / "kernels").values() for f in files]
+    runtime = [f for files in _runtime_entries(top / "runtime").values() for f in files]
+    info = {"directory": str(top),
+            "kernels": sum(f.suffix == ".py" for f in kernels),
+            "compiled": sum(f.suffix == ".nbc" for f in kernels),
+            "kernel_bytes": _size(kernels),
+            "runtime": len(runtime),
+            "runtime_bytes": _size(runtime)}
+    info["bytes"] = info["kernel_bytes"] + info["runtime_bytes"]
+    return info
 
 
-def clear_cache() -> int:
-    """Delete every cached kernel (sources and compiled code); returns the number of files deleted.
-    Only rnnloop's own files go; a process using a kernel keeps it in memory."""
-    directory = cache_dir() / "kernels"
-    removed = 0
-    for f in _entries(directory) if directory.is_dir() else []:
-        with contextlib.suppress(FileNotFoundError):  # another process cleared it first
-            f.unlink()
-            removed += 1
+def clear_cache(older_than: float | None = None) -> dict:
+    """Delete cached kernels (sources and compiled code) and rnnloop's compiled helpers; with
+    `older_than` (seconds), only those last used longer ago: a kernel's use is its last load (see
+    load_source), the helpers' that of the last process that loaded a kernel. Returns what went: kernels,
+    runtime files, bytes. Only rnnloop's own files go; a process using a kernel keeps it in memory."""
+    now = time.time()
+    removed = {"kernels": 0, "runtime": 0, "bytes": 0}
+
+    def old(paths: list[Path]) -> bool:
+        if older_than is None:
+            return True
+        stamps = []
+        for p in paths:
+            with contextlib.suppress(OSError):
+                stamps.append(p.stat().st_mtime)
+        return not stamps or now - max(stamps) > older_than
+
+    def delete(files: list[Path]) -> int:
+        count = 0
+        for f in files:
+            with contextlib.suppress(FileNotFoundError):  # another process cleared it first
+                size = f.stat().st_size
+                f.unlink()
+                removed["bytes"] += size
+                count += 1
+        return count
+
+    top = cache_dir()
+    for files in _kernel_entries(top / "kernels").values():
+        if old(files):
+            delete(files)
+            removed["kernels"] += any(f.suffix == ".py" for f in files)
+    for folder, files in _runtime_entries(top / "runtime").items():
+        if old([top / "runtime" / folder, *files]):
+            removed["runtime"] += delete(files)
+            with contextlib.suppress(OSError):  # not empty: a file of a process writing now
+                (top / "runtime" / folder).rmdir()
     return removed
+
+
+_runtime_lock = threading.Lock()
+_runtime_used: set[str] = set()  # the helpers' folders this process marked used
+
+
+def _is_helper_source(py_file: str) -> bool:
+    """Whether `py_file` is a module of this package (rnnloop.codegen): rnnloop's own helpers."""
+    return py_file.endswith(".py") and os.path.dirname(os.path.realpath(py_file)) == \
+        os.path.dirname(os.path.realpath(__file__))
+
+
+@functools.cache
+def _runtime_locator_class() -> type:
+    """The numba cache locator of rnnloop's own helpers (made on first use: it subclasses numba's)."""
+    from numba.core import caching
+
+    class _RuntimeCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+        """numba caches the functions of rnnloop.codegen's modules in cache_dir()/runtime/<folder>, a
+        folder per rnnloop install (numba's name for the package folder: `codegen_<hash of its path>`).
+        A cache dir that is not private or not writable leaves them to numba's next locator (the
+        package's __pycache__, as before)."""
+
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._cache_path = str(cache_dir() / "runtime" / self.get_suitable_cache_subpath(py_file))
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        def ensure_cache_path(self):
+            if self._cache_path in _runtime_used:  # checked, and marked used, by this process already
+                return
+            _private(Path(self._cache_path))
+            with contextlib.suppress(OSError):  # in use: see clear_cache
+                os.utime(self._cache_path)
+            _runtime_used.add(self._cache_path)
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if not _is_helper_source(py_file):
+                return None
+            return super().from_function(py_func, py_file)
+
+    return _RuntimeCacheLocator
+
+
+_installed = False
+
+
+def install_runtime_locator() -> None:
+    """Make numba cache rnnloop's own helpers (the numba functions of rnnloop.codegen's modules:
+    runtime, mathfn, blas, simd) in cache_dir()/runtime instead of the package's __pycache__.
+
+    numba chooses a function's cache locator when it is decorated, so this registers the locator
+    for modules imported later and moves the cache of helpers already imported (before they first
+    compile, which only a kernel calling them does). Once per process; a numba without this API
+    (``numba.core.caching``'s ``CacheImpl._locator_classes``, 0.68) keeps caching as it does."""
+    global _installed
+    with _runtime_lock:
+        if _installed:
+            return
+        _installed = True
+        try:
+            from numba.core import caching
+            from numba.core.dispatcher import Dispatcher
+            impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")  # (older numba)
+            locators = impl._locator_classes
+            locator = _runtime_locator_class()
+        except (ImportError, AttributeError):
+            return
+        if locator not in locators:
+            locators.insert(0, locator)  # before numba's own: NUMBA_CACHE_DIR and the package's __pycache__
+        for module_name in RUNTIME_MODULES + OPTIONAL_MODULES:
+            module = sys.modules.get(module_name)
+            for obj in list(vars(module).values()) if module else []:
+                cache = getattr(obj, "_cache", None)
+                if (isinstance(obj, Dispatcher) and obj.py_func.__module__ == module_name
+                        and isinstance(getattr(cache, "cache_path", None), str)):
+                    obj.enable_caching()  # a new cache, through the locator
 
 
 @functools.cache  # one per process: mkdtemp below must not run per kernel
