@@ -11,9 +11,14 @@ from typing import Any
 
 import numpy as np
 
+from . import __version__
 from .errors import RnnloopError
 from .ir import Loop, iter_ops
 from .session import Session, load
+
+
+class CommandLineError(RnnloopError):
+    """A command that cannot be carried out as given: a missing file, a malformed option."""
 
 
 def describe_loop(op: Loop) -> list[str]:
@@ -60,13 +65,15 @@ def inspect_text(session: Session) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    session = load(args.model, max_iterations=args.max_iterations)
-    feeds = {}
+    target = _target(args)
+    model, feeds = _built(target)
+    session = load(model, max_iterations=args.max_iterations)
+    feeds = dict(feeds or {})  # a built-in model's own feeds, replaced by any --input
     for item in args.input:
         name, sep, path = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--input takes NAME=FILE.npy, got '{item}'")
-        feeds[name] = np.load(path, allow_pickle=False)
+        if not sep or not name or not path:
+            raise CommandLineError(f"--input takes NAME=FILE.npy, got '{item}'")
+        feeds[name] = _read_npy(name, path)
     outputs = session.run(None, feeds)
     os.makedirs(args.output_dir, exist_ok=True)
     for info, value in zip(session.get_outputs(), outputs):
@@ -76,6 +83,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
         np.save(path, value)
         print(f"{info.name}: {np.shape(value)} {getattr(value, 'dtype', '')} -> {path}")
     return 0
+
+
+def _read_npy(name: str, path: str) -> np.ndarray:
+    """The array of an .npy file given as --input NAME=PATH, or an error on one line that says what is wrong."""
+    try:
+        value = np.load(path, allow_pickle=False)
+    except OSError as e:
+        raise CommandLineError(f"--input {name}: cannot read '{path}': {e.strerror or e}") from e
+    except ValueError as e:  # not an .npy file: np.load took it for a pickle, which it may not load
+        raise CommandLineError(f"--input {name}: '{path}' is not an .npy file of an array (save one with "
+                               "numpy.save; pickled objects are not loaded)") from e
+    if not isinstance(value, np.ndarray):  # an .npz archive
+        value.close()
+        raise CommandLineError(f"--input {name}: '{path}' is an .npz archive; give one array per input, saved "
+                               "with numpy.save")
+    return value
 
 
 @dataclass
@@ -89,18 +112,22 @@ class Target:
 
 
 def _is_file(spec: str) -> bool:
-    return os.path.exists(spec) or spec.endswith(".onnx")
+    """Whether MODEL names a file: it exists, or it has a folder or an extension (built-in names have neither)."""
+    return os.path.exists(spec) or "/" in spec or os.sep in spec or "." in spec
 
 
 def _target(args: argparse.Namespace) -> Target:
     """MODEL as a file, or as a built-in model NAME[:SIZES] with the size options applied."""
     if _is_file(args.model):
+        if not os.path.isfile(args.model):
+            raise CommandLineError(f"'{args.model}' is a directory, not a model file" if os.path.isdir(args.model)
+                                   else f"no such model file: '{args.model}'")
         return Target(f"model: {args.model}", args.model)
     from .models import resolve, size_names
     try:
-        name, arguments = resolve(args.model, **{k: getattr(args, k) for k in SIZE_OPTIONS})
+        name, arguments = resolve(args.model, **{k: getattr(args, k, None) for k in SIZE_OPTIONS})
     except ValueError as e:
-        raise SystemExit(f"rnnloop: {e}; or give the path of an .onnx file") from None
+        raise CommandLineError(f"{e}; or give the path of an .onnx or OpenVINO .xml file") from None
     sizes = size_names(name)
     title = (f"model: {name}:{'x'.join(str(arguments[k]) for k in sizes)} ({' x '.join(sizes)})"
              + (f", seed {arguments['seed']}" if "seed" in arguments else ""))
@@ -143,24 +170,30 @@ def _pairs(items: list[str], option: str, kind: type) -> dict:
         except ValueError:
             sep = ""
         if not sep or not name:
-            raise SystemExit(f"rnnloop: {option} takes NAME={kind.__name__.upper()}, got '{item}'")
+            raise CommandLineError(f"{option} takes NAME={kind.__name__.upper()}, got '{item}'")
     return pairs
 
 
 def _print_report(report, as_json: bool) -> int:
+    """Print the report; 1 if an engine's outputs disagree or rnnloop could not run the model, else 0."""
     from .bench import format_report, report_json
     print(report_json(report) if as_json else format_report(report))
     bad = report.disagreeing()
     if bad:
         print(f"rnnloop: error: the outputs of {', '.join(r.label for r in bad)} disagree with "
               f"{report.reference or 'the first engine'}'s", file=sys.stderr)
-    return 1 if bad else 0
+    # rnnloop's own engines (not the one reading OpenVINO's conversion, which may be what failed)
+    failed = [r for r in report.results if r.label.startswith("rnnloop") and not r.label.endswith("ov-ir")
+              and r.error]
+    for r in failed:
+        print(f"rnnloop: error: {r.label} could not run the model: {r.error.removeprefix('n/a: ')}",
+              file=sys.stderr)
+    return 1 if bad or failed else 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    import onnx
-
     from .bench import bench, infer_steps, random_feeds
+    from .frontends.onnx import read_model
     from .models import MODELS, native_peer
     target = _target(args)
     native = None
@@ -170,7 +203,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                              _pairs(args.input_value, "--input-value", float))
         model, steps = target.model, args.steps
     elif target.name is None:
-        proto = onnx.load(target.model, load_external_data=False)
+        proto = read_model(target.model)  # a corrupt file is a ModelError, reported on one line
         feeds = random_feeds(proto, _pairs(args.dim, "--dim", int), _pairs(args.input_value, "--input-value", float))
         model, steps = target.model, args.steps or infer_steps(proto, feeds)
     else:
@@ -205,17 +238,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 SIZE_OPTIONS = ("batch", "input_size", "hidden", "steps", "seed")
 
 
-def _model_options(parser: argparse.ArgumentParser) -> None:
-    """MODEL and the sizes of a built-in model."""
+def _model_options(parser: argparse.ArgumentParser, *, seed: bool = True, file_steps: bool = False) -> None:
+    """MODEL and the sizes of a built-in model; `seed` when its weights or feeds change what the command
+    does, `file_steps` when --steps also means something for a model file (bench: the time per step)."""
     parser.add_argument("model", metavar="MODEL",
-                        help="an .onnx file, or a built-in model NAME[:SIZES], SIZES in the order of its "
-                        "builder's parameters, e.g. lstm_loop:16x128x256x200 (batch x input x hidden x steps), "
-                        "small_loop:1000 (steps); names: " + ", ".join(_built_in_names()))
-    for flag in ("--batch", "--input-size", "--hidden"):
-        parser.add_argument(flag, type=int, default=None, help="a size of a built-in model (overrides SIZES)")
-    parser.add_argument("--seed", type=int, default=None, help="the seed of a built-in model's weights and feeds")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="steps of a built-in model; for a file, the steps a run takes (to report time per step)")
+                        help="an .onnx file, an OpenVINO .xml file (its .bin beside it), or a built-in model "
+                        "NAME[:SIZES], SIZES in the order of its builder's parameters, e.g. lstm_loop:16x128x256x200 "
+                        "(batch x input x hidden x steps), small_loop:1000 (steps); names: "
+                        + ", ".join(_built_in_names()))
+    for flag, what in (("--batch", "batch size"), ("--input-size", "input size"), ("--hidden", "hidden size")):
+        parser.add_argument(flag, type=int, default=None, metavar="N",
+                            help=f"the {what} of a built-in model (overrides SIZES)")
+    parser.add_argument("--steps", type=int, default=None, metavar="N",
+                        help="the steps of a built-in model (overrides SIZES)"
+                        + ("; for a model file, the steps a run takes, to report the time per step (default: "
+                           "the length of the loops' sequence inputs or the trip count fed)" if file_steps else ""))
+    if seed:
+        parser.add_argument("--seed", type=int, default=None,
+                            help="the seed of a built-in model's random weights and feeds (default 0)")
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
@@ -260,13 +300,15 @@ def _bench_parser(commands) -> None:
         "bench", help="time rnnloop, onnxruntime and OpenVINO on a model, one thread each",
         description="Time rnnloop (fused numba kernels; the interpreter too when a run is cheap, or with --interp), "
         "onnxruntime and OpenVINO (f32) on one model with the same feeds, one thread each; check that their "
-        "outputs agree (exit status 1 if not) and print medians and ratios to onnxruntime. A built-in LSTM/GRU "
-        "model is also compared with ONNX's own LSTM/GRU op on the same weights. Feeds of an .onnx file are "
-        "random: symbolic dims from --dim (else 1), integer scalar inputs (trip counts) 100, booleans true, "
+        "outputs agree and print medians and ratios to onnxruntime (exit status 1 if the outputs disagree or "
+        "rnnloop cannot run the model). A built-in LSTM/GRU model is also compared with ONNX's own LSTM/GRU op "
+        "on the same weights. Feeds of an .onnx file are random: symbolic dims from --dim (else 1), integer scalar inputs (trip counts) 100, booleans true, "
         "other integer tensors 0, unless --input-value sets them.")
-    _model_options(bench)
-    bench.add_argument("--repeat", type=int, default=10, help="timed runs per engine (median reported)")
-    bench.add_argument("--warmup", type=int, default=1, help="untimed runs per engine after the first")
+    _model_options(bench, file_steps=True)
+    bench.add_argument("--repeat", type=int, default=10, metavar="N",
+                       help="timed samples per engine, of which the median is reported (default 10)")
+    bench.add_argument("--warmup", type=int, default=1, metavar="N",
+                       help="untimed rounds per engine after the first run (default 1)")
     bench.add_argument("--json", action="store_true", help="print the report as JSON")
     bench.add_argument("--compile", action="store_true",
                        help="also time cold compile (new process, empty RNNLOOP_CACHE_DIR) and warm load "
@@ -290,23 +332,28 @@ def _single_threaded_process(argv: Sequence[str] | None) -> None:
     missing = {k: v for k, v in THREAD_ENV.items() if k not in os.environ}
     if argv is None and missing and not can_limit_threads():
         sys.stdout.flush()
-        os.execve(sys.executable, [sys.executable, "-m", "rnnloop.cli", *sys.argv[1:]], {**os.environ, **missing})
+        os.execve(sys.executable, [sys.executable, "-m", "rnnloop", *sys.argv[1:]], {**os.environ, **missing})
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rnnloop", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run a model on .npy inputs and save its outputs")
-    run.add_argument("model")
-    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
-    run.add_argument("--output-dir", default=".")
-    run.add_argument("--max-iterations", type=int, default=None)
+    parser.add_argument("--version", action="version", version=f"rnnloop {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = commands.add_parser("run", help="run a model on .npy inputs and save its outputs as .npy files",
+                              description="Run a model once and save each output as OUTPUT_DIR/NAME.npy. A built-in "
+                              "model runs on its own random feeds unless --input replaces them.")
+    _model_options(run)
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                     help="feed input NAME the array saved in FILE.npy (numpy.save); once per input")
+    run.add_argument("--output-dir", default=".", metavar="DIR", help="where to write the outputs (default: here)")
+    run.add_argument("--max-iterations", type=int, default=None, metavar="N",
+                     help="stop with an error when a loop runs more than N iterations")
     run.set_defaults(fn=_cmd_run)
-    inspect = commands.add_parser("inspect", help="print a model's inputs, outputs, loops and plan (fused or "
+    inspect = commands.add_parser("inspect", help="print a model's inputs, outputs, loops and plan (compiled or "
                                   "interpreted, and why)")
-    _model_options(inspect)
+    _model_options(inspect, seed=False)
     inspect.set_defaults(fn=_cmd_inspect)
-    codegen = commands.add_parser("codegen", help="print the kernel source of every fused loop")
+    codegen = commands.add_parser("codegen", help="print the source of every kernel rnnloop compiles for a model")
     _model_options(codegen)
     codegen.set_defaults(fn=_cmd_codegen)
     _bench_parser(commands)
@@ -318,11 +365,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     clear.add_argument("--older-than", type=_days, default=None, metavar="DAYS",
                        help="delete only what no process used for more than DAYS days (a number: 0.5 is 12 hours)")
     cache.set_defaults(fn=_cmd_cache)
-    demo = commands.add_parser("demo", help="the built-in LSTM loop: rnnloop fused vs interpreter vs onnxruntime")
-    demo.add_argument("--steps", type=int, default=200)
-    demo.add_argument("--repeat", type=int, default=20)
+    demo = commands.add_parser("demo", help="the built-in LSTM loop: rnnloop compiled vs interpreted vs onnxruntime")
+    demo.add_argument("--steps", type=int, default=200, metavar="N", help="the LSTM's steps (default 200)")
+    demo.add_argument("--repeat", type=int, default=20, metavar="N",
+                      help="timed samples per engine, of which the median is shown (default 20)")
     demo.set_defaults(fn=_cmd_demo, timing=True)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The rnnloop command; returns its exit status (a problem with the model or the files is reported on
+    stderr, without a traceback, with status 1)."""
+    args = _parser().parse_args(argv)
     try:
         if getattr(args, "timing", False):
             from .bench import single_threaded
@@ -332,6 +386,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.fn(args)
     except RnnloopError as e:
         print(f"rnnloop: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a file we could not read or write (output dir, cache dir, a model's data)
+        where = f": '{e.filename}'" if e.filename else ""
+        print(f"rnnloop: error: {e.strerror or e}{where}", file=sys.stderr)
         return 1
 
 
