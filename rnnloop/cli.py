@@ -340,8 +340,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rnnloop {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="run a model on .npy inputs and save its outputs as .npy files",
-                              description="Run a model once and save each output as OUTPUT_DIR/NAME.npy. A built-in "
-                              "model runs on its own random feeds unless --input replaces them.")
+                              description="Run a model once and save each output as DIR/NAME.npy (--output-dir; a / in "
+                              "NAME becomes _). A built-in model runs on its own random feeds unless --input "
+                              "replaces them.")
     _model_options(run)
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                      help="feed input NAME the array saved in FILE.npy (numpy.save); once per input")
