@@ -66,16 +66,16 @@ def inspect_text(session: Session) -> str:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     target = _target(args)
-    model, feeds = _built(target)
-    session = load(model, max_iterations=args.max_iterations)
-    feeds = dict(feeds or {})  # a built-in model's own feeds, replaced by any --input
+    given = {}  # read, and the output folder made, before the model loads (and compiles: seconds)
     for item in args.input:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             raise CommandLineError(f"--input takes NAME=FILE.npy, got '{item}'")
-        feeds[name] = _read_npy(name, path)
-    outputs = session.run(None, feeds)
+        given[name] = _read_npy(name, path)
     os.makedirs(args.output_dir, exist_ok=True)
+    model, feeds = _built(target)
+    session = load(model, max_iterations=args.max_iterations)
+    outputs = session.run(None, {**(feeds or {}), **given})  # a built-in model's own feeds, and --input's
     for info, value in zip(session.get_outputs(), outputs):
         path = os.path.join(args.output_dir, f"{info.name.replace('/', '_')}.npy")
         if isinstance(value, list):
