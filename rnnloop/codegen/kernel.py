@@ -19,7 +19,8 @@ import numpy as np
 
 from .. import __version__
 from ..ir import Graph, If, Loop, Op, SequenceType, TensorType
-from .emitter import Emitter, NoRule, Var, code_text, debug_level, dtype_name, generator_failure, literal, shape_tuple
+from .emitter import (Emitter, NoRule, Var, code_text, debug_level, dtype_name, generator_failure, literal, permuted,
+                      shape_tuple)
 
 # A rule writes one op: it reads Vars of the inputs (None for an omitted input), emits code and
 # returns the Vars of the outputs.
@@ -618,7 +619,7 @@ def _slice_part(g: LoopGen, name: str, spec, src: str, t: TensorType) -> None:
         rows = src
         if axis != 0:  # rows along the sliced axis: a view with that axis first
             rows = g.pre.fresh(f"{src}_rows")
-            g.pre(f"{rows} = {src}.transpose({shape_tuple([str(axis)] + [str(a) for a in range(rank) if a != axis])})")
+            g.pre(f"{rows} = {permuted(src, [axis] + [a for a in range(rank) if a != axis])}")
         rows_var = Var(rows, t.dtype, rank, "invariant")
         if spec.keep_axis:
             g.kept_rows[name] = (rows_var, offset, axis)
@@ -683,7 +684,7 @@ def _stack_result(g: LoopGen, buf: str, spec, k: int) -> str:
             post(f"_r.stop(status, {code}, t, t, 0)")
         padded = post.fresh(f"{out}_padded")
         post(f"{padded} = np.zeros(({spec.length},) + {out}.shape[1:], {out}.dtype)")
-        post(f"{padded}[:t] = {out}")
+        post(f"_r.put({padded}[:t], {out})")
         out = padded
     if spec.concat:
         axis = spec.axis + rank if spec.axis < 0 else spec.axis
@@ -696,8 +697,7 @@ def _stack_result(g: LoopGen, buf: str, spec, k: int) -> str:
         perm = [d + 1 for d in range(axis)] + [0] + [d + 1 for d in range(axis, rank)]
         dims = [f"{out}.shape[{d + 1}]" for d in range(axis)] + [f"{out}.shape[0] * {out}.shape[{axis + 1}]"] \
             + [f"{out}.shape[{d + 1}]" for d in range(axis + 1, rank)]
-        post(f"{out}_c = np.ascontiguousarray({out}.transpose({shape_tuple([str(p) for p in perm])}))"
-             f".reshape({shape_tuple(dims)})")
+        post(f"{out}_c = np.ascontiguousarray({permuted(out, perm)}).reshape({shape_tuple(dims)})")
         return f"{out}_c"
     axis = spec.axis + rank + 1 if spec.axis < 0 else spec.axis
     if not 0 <= axis <= rank:
@@ -705,7 +705,7 @@ def _stack_result(g: LoopGen, buf: str, spec, k: int) -> str:
     if axis == 0:
         return out
     perm = [d + 1 for d in range(axis)] + [0] + [d + 1 for d in range(axis, rank)]
-    post(f"{out}_m = np.ascontiguousarray({out}.transpose({shape_tuple([str(p) for p in perm])}))")
+    post(f"{out}_m = np.ascontiguousarray({permuted(out, perm)})")
     return f"{out}_m"
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ir import Op, TensorType
 from . import fusion
-from .emitter import NoRule, Var, dtype_name, shape_tuple
+from .emitter import NoRule, Var, copy_nest, dtype_name, permuted, shape_tuple
 from .kernel import LoopGen, emits, matmul_call
 
 
@@ -120,10 +120,10 @@ def emit_gather(g: LoopGen, op: Op, ins: list[Var | None], axis: int = 0) -> lis
     j = g.body.fresh("j")
     with g.body.block(f"for {j} in range({indices.dim(0)}):"):
         k = _checked_index(g, op, f"{indices.expr}[{j}]", x.dim(axis))
-        if x.rank == 1:
-            g.body(f"{out}[{j}] = {x.expr}[{k}]")
-        else:
-            g.body(f"{out}[{_index(x.rank, axis, j)}] = {x.expr}[{_index(x.rank, axis, k)}]")
+        others = [a for a in range(x.rank) if a != axis]  # the axes copied whole, by loops
+        at = [f"{{{others.index(a)}}}" if a != axis else None for a in range(x.rank)]
+        copy_nest(g.body, out, x.expr, [x.dim(a) for a in others],
+                  [i or j for i in at], [i or k for i in at])
     return [Var(out, dtype, rank, "buffer")]
 
 
@@ -240,8 +240,7 @@ def emit_transpose(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     perm = list(range(x.rank))[::-1] if perm is None else [int(p) for p in perm]
     if sorted(perm) != list(range(x.rank)):
         raise NoRule(f"perm {perm} is not a permutation of the axes")
-    view = g.view(f"v_{op.outputs[0]}", f"{x.expr}.transpose({shape_tuple([str(p) for p in perm])})"
-                  if x.rank > 1 else x.expr)
+    view = g.view(f"v_{op.outputs[0]}", permuted(x.expr, perm))
     return [Var(view, x.dtype, x.rank, "view")]
 
 
@@ -469,7 +468,9 @@ def emit_concat(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     out = g.buffer(op.outputs[0], dtype, dims)
     offset = "0"
     for v in parts:
-        g.body(f"{out}[{_index(rank, axis, f'{offset}:{offset} + {v.dim(axis)}')}] = {v.expr}")
+        copy_nest(g.body, out, v.expr, [v.dim(a) for a in range(rank)],
+                  [f"{offset} + {{{a}}}" if a == axis else f"{{{a}}}" for a in range(rank)],
+                  [f"{{{a}}}" for a in range(rank)])
         o = g.body.fresh("o")
         g.body(f"{o} = {offset} + {v.dim(axis)}")
         offset = o
