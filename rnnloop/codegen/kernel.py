@@ -10,10 +10,14 @@ turns the code into a message naming the op (see KernelModule.error).
 
 from __future__ import annotations
 
+import ast
+import io
 import re
+import tokenize
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -113,10 +117,24 @@ class ModuleGen:
         self.helpers: dict[str, str] = {}
         self.products: set[str] = set()  # dtypes of the packed products called (simd.require)
         self.small_constants: dict[tuple, str] = {}  # (dtype, shape, bytes) -> its global's name
+        self.loop_functions: dict[tuple, str] = {}  # canonical text of an inner loop -> its name
 
     def error_code(self, where: str, message: str) -> int:
         self.errors.append((where, message))
         return len(self.errors)
+
+    def add_loop_function(self, name: str, text: str, since: int) -> str:
+        """Add inner loop function `name`, or when one of the same canonical text is there (two
+        identical layers: only value names and error codes, relative to `eb`, differ), drop it and
+        the inner loops added for it since position `since` of `functions`, and return that one's name."""
+        key = _canonical(text)
+        shared = self.loop_functions.get(key)
+        if shared is not None:
+            self.functions[since:] = [f for f in self.functions[since:] if not f.startswith(HELPER + "\ndef inner_loop")]
+            return shared
+        self.loop_functions[key] = name
+        self.functions.append(text)
+        return name
 
     def helper(self, source: str) -> str:
         """Add a function whose source names itself FUNCTION, once per distinct text; returns its name."""
@@ -164,6 +182,13 @@ class LoopGen:
         self.names: set[str] = set(module.names)
         # The function's parameters, and the values its caller passes after the loop's inputs.
         self.params: list[str] = ["status", "max_iter", "trip", "cond"]
+        # Error codes (ModuleGen.error_code) are literals in an entry function; an inner loop's are
+        # relative to its parameter `eb`, the code of its first error, so that one function serves
+        # every loop of the same text, each with its own messages (ModuleGen.add_loop_function).
+        self.code_base: int | None = None
+        # An inner loop whose slices and stacks all run one way takes that way as a parameter `rev`
+        # (1: reverse), so that the two directions of a bidirectional layer share one function.
+        self.reverse: str | None = None
         self.constants: list[np.ndarray] = []
         self.pre = Emitter(self.names)    # before the loop
         self.hoist = Emitter(self.names)  # before the loop, once it is sure to run: hoisted work
@@ -337,7 +362,11 @@ class LoopGen:
                 for d in range(rank):
                     self.body(f"status[{STATUS_SHAPES + d}] = {before}[{d}]; "
                               f"status[{STATUS_SHAPES + rank + d}] = {after}[{d}]")
-            self.body(f"_r.stop(status, {code}, t, {a}, {b})")
+            self.body(f"_r.stop(status, {self.code(code)}, t, {a}, {b})")
+
+    def code(self, code: int) -> str:
+        """The expression of error code `code` in this function (see code_base)."""
+        return str(code) if self.code_base is None else f"eb + {code - self.code_base}"
 
     def pass_constant(self, value: np.ndarray, hint: str) -> str:
         """A name for `value`: a parameter its caller passes it to, or for a small value a global of
@@ -367,7 +396,7 @@ class LoopGen:
     def mark(self, op: Op) -> None:
         """Record `op` as running, so an error NumPy raises inside the kernel can name it."""
         code = self.module.error_code(op.where(), "{error}")
-        self.body(f"status[4] = {code}")
+        self.body(f"status[4] = {self.code(code)}")
 
     def define(self, name: str, var: Var) -> None:
         dims = self._buffer_dims.get(var.expr)
@@ -404,24 +433,44 @@ def generate(loop: Loop, label: str, known: dict[str, np.ndarray]) -> KernelModu
     `known` holds the constants of the enclosing graph, so invariants fed from them are constants too.
     """
     module = ModuleGen(label)
-    entry, constants, _ = _loop_function(module, loop, known)
+    entry, constants, *_ = _loop_function(module, loop, known)
     return module.kernel_module(entry, constants)
 
 
-def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) -> tuple[str, list, list]:
+class LoopFunction(NamedTuple):
+    """A loop's generated function, and what its caller passes and gets."""
+
+    name: str  # an earlier loop's function, when the text is the same (ModuleGen.add_loop_function)
+    constants: list[np.ndarray]  # passed after the loop's inputs
+    out_types: list[tuple[np.dtype, int]]  # (dtype, rank) of each output
+    first_code: int | None  # passed as eb (an inner loop's: see LoopGen.code_base)
+    reverse: bool | None  # passed as rev, when the function takes it (see LoopGen.reverse)
+
+
+def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) -> LoopFunction:
     """Emit the function of one loop (inner loops become functions of their own, emitted first).
 
-    Its parameters are status, max_iter, trip (-1: none), cond, the loop's carried, sliced and
-    invariant inputs, then the constants of its body; it returns the finals and stacked outputs.
-    Returns the function's name, the constants its caller passes, and its outputs' (dtype, rank).
+    Its parameters are status, (for an inner loop) eb and perhaps rev, max_iter, trip (-1: none),
+    cond, the loop's carried, sliced and invariant inputs, then the constants of its body; it
+    returns the finals and stacked outputs.
     """
     # The outermost loop is `kernel`; inner loops are numbered in the order they are met.
     fn_name = f"inner_loop{module.loops}" if module.loops else "kernel"
     module.loops += 1
+    since = len(module.functions)
     # Invariants the enclosing graph fixes (its constants) are known by their body input names.
     _, _, outer = loop.input_groups()
     inner = loop.body.inputs[len(loop.body.inputs) - len(outer):]
     g = LoopGen(module, loop.body, {b: known[o] for o, b in zip(outer, inner) if o in known}, loop.where(), loop)
+    reverse = None  # the value of the parameter `rev`, when the function takes one
+    if fn_name != "kernel":
+        g.code_base = len(module.errors) + 1
+        g.params.insert(1, "eb")
+        ways = {s.reverse for s in (*loop.sliced, *loop.stacked)}
+        if loop.sliced and len(ways) == 1:
+            reverse = ways.pop()
+            g.reverse = "rev"
+            g.params.insert(2, "rev")
     pre, emit = g.pre, g.body
     n_params = loop.body_iteration + loop.body_cond_in
     nc, ns = loop.n_carried, len(loop.sliced)
@@ -517,12 +566,41 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
              *emit.lines,
              *g.post.lines,
              f"    return ({', '.join(outputs)}{',' if len(outputs) == 1 else ''})"]
-    module.functions.append("\n".join(drop_unused(lines, g.owned)))
+    text = "\n".join(drop_unused(lines, g.owned))
+    if fn_name == "kernel":
+        module.functions.append(text)
+    else:
+        fn_name = module.add_loop_function(fn_name, text, since)
     # (A carried sequence only exists in the outermost loop, whose caller does not ask for this.)
     out_types = [(t.dtype, len(t.shape)) for name, _, t in carried if name not in g.sequences]
     out_types += [(g.values[n].dtype, g.values[n].rank + (0 if s.concat else 1))
                   for n, s in zip(stacked_values, loop.stacked)]
-    return fn_name, g.constants, out_types
+    return LoopFunction(fn_name, g.constants, out_types, g.code_base, reverse)
+
+
+def _canonical(text: str) -> tuple:
+    """A function's text as tokens, without comments and docstring, with its local names (its own
+    name, parameters and assigned names) numbered by first appearance: functions that differ only
+    in the names rules derived from the model's value names have one canonical text."""
+    function = ast.parse(text).body[0]
+    local = {function.name, *(a.arg for a in function.args.args)}
+    local |= {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    docstring = function.body[0]
+    if isinstance(docstring, ast.Expr) and isinstance(docstring.value, ast.Constant):
+        lines = text.splitlines()
+        text = "\n".join(lines[:docstring.lineno - 1] + lines[docstring.end_lineno:])
+    numbers: dict[str, str] = {}
+    tokens, previous = [], ""
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type in (tokenize.COMMENT, tokenize.NL):
+            continue
+        string = tok.string
+        if tok.type == tokenize.NAME and string in local and previous != ".":
+            string = numbers.setdefault(string, f"n{len(numbers)}")
+        tokens.append((tok.type, string))
+        if tok.type not in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+            previous = tok.string
+    return tuple(tokens)
 
 
 def drop_unused(lines: list[str], owned: dict[str, set[str]]) -> list[str]:
@@ -605,7 +683,7 @@ def _clamped(index: int, n: str) -> str:
 def _slice_part(g: LoopGen, name: str, spec, src: str, t: TensorType) -> None:
     """In the loop: this iteration's part of a sliced input, as a view."""
     axis, rank, start, count = g.slice_info[src]
-    k = f"{count} - 1 - t" if spec.reverse else "t"
+    k = f"({count} - 1 - t if {g.reverse} else t)" if g.reverse else f"{count} - 1 - t" if spec.reverse else "t"
     offset = f"{start} + ({k}) * {spec.stride}" if spec.stride != 1 else f"{start} + {k}"
     index = f"{offset}:{offset} + {spec.part}" if spec.keep_axis else offset
     if rank == 1 and not spec.keep_axis:  # a part of a vector is a 0-d array, not an element
@@ -674,14 +752,17 @@ def _stack_result(g: LoopGen, buf: str, spec, k: int) -> str:
     rank = g.values[g.loop.body_groups()[2][k]].rank
     out = post.fresh(f"out_{buf}")
     post(f"{out} = {buf}[:t]")
-    if spec.reverse:
+    if g.reverse:
+        post(f"{out}_r = np.ascontiguousarray({out}[::-1]) if {g.reverse} else {out}")
+        out = f"{out}_r"
+    elif spec.reverse:
         post(f"{out}_r = np.ascontiguousarray({out}[::-1])")
         out = f"{out}_r"
     if spec.length is not None:
         code = g.module.error_code(g.loop.where(), f"stacked output {k} has {{a}} iterations, "
                                                    f"more than its padded length {spec.length}")
         with post.block(f"if t > {spec.length}:"):
-            post(f"_r.stop(status, {code}, t, t, 0)")
+            post(f"_r.stop(status, {g.code(code)}, t, t, 0)")
         padded = post.fresh(f"{out}_padded")
         post(f"{padded} = np.zeros(({spec.length},) + {out}.shape[1:], {out}.dtype)")
         post(f"_r.put({padded}[:t], {out})")
@@ -905,7 +986,7 @@ def _zero_d(g: LoopGen, v: Var) -> Var:
 def _emit_inner_loop(g: LoopGen, op: Loop) -> list[Var]:
     """A loop in the body: its own function in the module, called once per outer iteration."""
     known = {**g.known, **{n: v for n, v in g.graph.constants.items() if isinstance(v, np.ndarray)}}
-    name, inner_constants, out_types = _loop_function(g.module, op, known)
+    name, inner_constants, out_types, first_code, reverse = _loop_function(g.module, op, known)
     # The inner loop's constants pass through this function's parameters.
     args = [g.pass_constant(value, "k_inner") for value in inner_constants]
     ins = [g.var(n) for n in op.inputs]
@@ -919,7 +1000,9 @@ def _emit_inner_loop(g: LoopGen, op: Loop) -> list[Var]:
         trip = f"max(np.int64({trip}), 0)"
     cond = _scalar_of(g, ins[1], "True", "condition", op)
     results = g.body.fresh("results")
-    g.body(f"{results} = {name}(status, max_iter, {trip}, {cond} != 0, "
+    # (np.int64 of a literal is no literal type: one compiled function serves every call site)
+    way = "" if reverse is None else f"np.int64({int(reverse)}), "
+    g.body(f"{results} = {name}(status, np.int64({g.code(first_code)}), {way}max_iter, {trip}, {cond} != 0, "
            f"{', '.join([v.expr for v in ins[2:]] + args)})")
     outs = []
     for k, (out, (dtype, rank)) in enumerate(zip(op.outputs, out_types)):

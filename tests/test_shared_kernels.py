@@ -1,0 +1,96 @@
+"""Loops of the same code share one compiled function: identical layers compile once, and each
+layer's errors still name that layer."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from helpers import parse
+
+import rnnloop
+from rnnloop.errors import RunError
+
+HIDDEN = 32  # (a folded bias of 4 x 32 values is passed in; one of at most 64 would be frozen into the code)
+RNG = np.random.default_rng(3)
+
+
+def _three_lstm_layers():
+    """Three stacked LSTM layers of one size, each with its own weights and initial state. The
+    parser names no node: rnnloop calls the layers LSTM_0, LSTM_2 and LSTM_4 (op and index)."""
+    weights, lines, x = {}, [], "x"
+    for k in (1, 2, 3):
+        for name, shape in (("W", (1, 4 * HIDDEN, HIDDEN)), ("R", (1, 4 * HIDDEN, HIDDEN)), ("B", (1, 8 * HIDDEN))):
+            weights[f"{name}{k}"] = (RNG.standard_normal(shape) * 0.3).astype(np.float32)
+        lines.append(f"y{k}, hn{k}, cn{k} = LSTM <hidden_size = {HIDDEN}> ({x}, W{k}, R{k}, B{k}, , h{k}, c{k})")
+        lines.append(f"x{k} = Squeeze(y{k}, one)")
+        x = f"x{k}"
+    states = ", ".join(f"float[1, B{k}, {HIDDEN}] h{k}, float[1, B{k}, {HIDDEN}] c{k}" for k in (1, 2, 3))
+    inits = ", ".join(f"float[{', '.join(map(str, w.shape))}] {n} = {{{', '.join(map(str, w.ravel().tolist()))}}}"
+                      for n, w in weights.items())
+    body = "\n        ".join(lines)
+    return parse(f"""
+    layers (float[T, B1, {HIDDEN}] x, {states}) => (float[T, B1, {HIDDEN}] x3)
+    <int64[1] one = {{1}}, {inits}> {{
+        {body}
+    }}""")
+
+
+def test_identical_layers_compile_one_loop_function():
+    session = rnnloop.load(_three_lstm_layers(), strict=True)
+    (label, source), = session.kernel_sources()
+    defined = re.findall(r"^def (inner_loop\d+)\(", source, re.M)
+    # Error codes (and directions) go in as np.int64 values: Numba would compile the function once
+    # per literal value otherwise.
+    called = re.findall(r"= (inner_loop\d+)\(status, np.int64\((\d+)\),", source)
+    assert len(defined) == 1, source  # one function for the three layers
+    assert [f for f, _ in called] == defined * 3
+    assert len({code for _, code in called}) == 3  # each layer with its own error codes
+
+
+def test_the_shared_function_agrees_with_the_interpreter():
+    model = _three_lstm_layers()
+    feeds = {"x": RNG.standard_normal((5, 2, HIDDEN)).astype(np.float32)}
+    feeds |= {f"{s}{k}": RNG.standard_normal((1, 2, HIDDEN)).astype(np.float32) for s in "hc" for k in (1, 2, 3)}
+    got = rnnloop.load(model, strict=True).run(None, feeds)
+    want = rnnloop.load(model, backend="interp").run(None, feeds)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("layer", [1, 2, 3])
+def test_an_error_in_a_shared_function_names_its_own_layer(layer):
+    """A state of another batch size than x's fails inside that layer's loop; the message must name
+    that layer's LSTM, not the first layer whose code the function is."""
+    model = _three_lstm_layers()
+    session = rnnloop.load(model, strict=True)
+    feeds = {"x": RNG.standard_normal((5, 2, HIDDEN)).astype(np.float32)}
+    for k in (1, 2, 3):
+        batch = 3 if k == layer else 2
+        feeds |= {f"{s}{k}": np.zeros((1, batch, HIDDEN), np.float32) for s in "hc"}
+    with pytest.raises(RunError) as info:
+        session.run(None, feeds)
+    message = str(info.value)
+    assert message.startswith(f"LSTM 'LSTM_{2 * (layer - 1)}'"), message
+
+
+def test_the_two_directions_of_a_bidirectional_layer_share_one_function():
+    W = (RNG.standard_normal((2, 4 * HIDDEN, 6)) * 0.3).astype(np.float32)
+    R = (RNG.standard_normal((2, 4 * HIDDEN, HIDDEN)) * 0.3).astype(np.float32)
+    B = (RNG.standard_normal((2, 8 * HIDDEN)) * 0.3).astype(np.float32)
+    inits = ", ".join(f"float[{', '.join(map(str, w.shape))}] {n} = {{{', '.join(map(str, w.ravel().tolist()))}}}"
+                      for n, w in (("W", W), ("R", R), ("B", B)))
+    model = parse(f"""
+    bi (float[T, N, 6] x) => (float[T, 2, N, {HIDDEN}] y, float[2, N, {HIDDEN}] h)
+    <{inits}> {{
+        y, h = LSTM <hidden_size = {HIDDEN}, direction = "bidirectional"> (x, W, R, B)
+    }}""")
+    session = rnnloop.load(model, strict=True)
+    (_, source), = session.kernel_sources()
+    assert len(re.findall(r"^def inner_loop\d+\(status, eb, rev,", source, re.M)) == 1, source
+    assert sorted(re.findall(r"= inner_loop\d+\(status, np.int64\(\d+\), np.int64\((\d)\),", source)) == ["0", "1"]
+    x = RNG.standard_normal((7, 3, 6)).astype(np.float32)
+    got = session.run(None, {"x": x})
+    want = rnnloop.load(model, backend="interp").run(None, {"x": x})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
