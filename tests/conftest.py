@@ -20,14 +20,29 @@ def backend(request) -> str:
     return request.param
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow: every ONNX node test under backend='numba' and "
+                          "the cases that compile many kernels (CI runs them; tens of minutes with a cold "
+                          "kernel cache)")
+
+
 def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "numba_bug(reason): a known code generator bug; the test case is xfail(strict=True) "
                    "when it runs with backend='numba', and must pass with backend='interp'")
+    config.addinivalue_line(
+        "markers", "slow: compiles many kernels (seconds each with a cold cache); deselected unless --slow")
 
 
-def pytest_collection_modifyitems(items) -> None:
-    """Turn numba_bug marks into strict xfails of the numba cases only."""
+def pytest_collection_modifyitems(config, items) -> None:
+    """Deselect the slow tests unless --slow; turn numba_bug marks into strict xfails of the numba
+    cases only."""
+    if not config.getoption("--slow"):
+        slow = [item for item in items if item.get_closest_marker("slow")]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if not item.get_closest_marker("slow")]
     for item in items:
         callspec = getattr(item, "callspec", None)
         if callspec is None or callspec.params.get("backend") != "numba":

@@ -95,3 +95,15 @@ def cumulative_sum(slice_: Slice, stack: Stack, outputs: list[str] | None = None
     for name in b.loop(body.graph, carried=[zero], sliced=[(x, slice_)], stacked=[stack], outputs=outputs):
         b.output(name)
     return b.graph
+
+
+def thin(params, every: int, single: bool = False) -> list:
+    """`params` of a parametrize with all but every `every`-th case marked slow: the default run
+    samples the grid (each case compiles its own kernels: seconds each with a cold cache), --slow
+    runs all of it. `single`: each value is one argument, not a tuple of them."""
+    thinned = []
+    for k, p in enumerate(params):
+        if not isinstance(p, type(pytest.param(None))):
+            p = pytest.param(p) if single else pytest.param(*p)
+        thinned.append(p if k % every == 0 else pytest.param(*p.values, id=p.id, marks=[*p.marks, pytest.mark.slow]))
+    return thinned

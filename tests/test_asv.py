@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_asv_check_finds_no_problem_in_any_benchmark():
-    pytest.importorskip("asv", reason="asv comes with the bench extra: pip install -e '.[bench]'")
+    pytest.importorskip("asv", reason="asv comes with the test and bench extras: pip install -e '.[test]'")
     done = subprocess.run([sys.executable, "-m", "asv", "check", "--python=same"], cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0 and "No problems found" in done.stdout, done.stdout + done.stderr

@@ -38,6 +38,7 @@ def test_loop_and_scan_cells_compute_what_onnxruntimes_native_op_computes(cell, 
     assert_same(run_rnnloop(model, feeds, "interp"), native, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_scan_step_computes_what_the_loop_model_computes():
     from rnnloop.models import lstm_step
     step, init, xs = lstm_step(**SIZES)

@@ -159,6 +159,7 @@ print(json.dumps({"error": max(float(np.abs(g - w).max()) for g, w in zip(got, w
 """
 
 
+@pytest.mark.slow
 def test_a_kernel_calling_the_packed_product_loads_from_the_cache_in_a_new_process(tmp_path):
     """The product is reached through a symbol a cached kernel cannot register by compiling: its
     module asks for it (simd.require) when imported, before the kernel loads."""

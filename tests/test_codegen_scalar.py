@@ -453,6 +453,8 @@ def _params(bugs: dict):
         for chunk, cases in enumerate(_chunks(dtype)):
             for name, op, _, _ in cases:
                 marks = [pytest.mark.xfail(strict=True, reason=bugs[dtype, name])] if (dtype, name) in bugs else []
+                if dtype != "float32":  # one kernel per chunk of a dtype: seconds each
+                    marks.append(pytest.mark.slow)
                 yield pytest.param(dtype, chunk, name, op, id=f"{dtype}-{name}", marks=marks)
 
 

@@ -156,6 +156,7 @@ def iterator_reference(feeds: dict) -> list:
     return expected + [values[-1]]
 
 
+@pytest.mark.slow
 def test_iterators_on_every_axis_and_every_output_kind(backend):
     feeds = {f"x{axis}": RNG.standard_normal([4 if a == axis else 2 + a for a in range(3)]).astype(np.float32)
              for axis in range(3)}

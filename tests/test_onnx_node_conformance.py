@@ -1,11 +1,14 @@
 """ONNX backend node tests for every op rnnloop claims, run through onnx.backend.test.BackendTest.
 
 A node test is claimed when every op in its model (subgraphs included) is an op rnnloop converts,
-so the expanded tests of other ops (e.g. range_*_expanded, sequence_map_*_expanded) count too.
+so the expanded tests of other ops (e.g. range_*_expanded, sequence_map_*_expanded) count too. Only
+claimed tests are collected: the thousands of node tests of other ops are not skips that mean nothing.
 
-Every claimed test runs with backend="numba" (OnnxBackendNodeModelTest); the tests whose model holds
-a Loop or Scan run with backend="interp" too (InterpOnnxBackendNodeModelTest), so fused kernels and
-the interpreter answer the same cases. Without a loop in the model the two backends are one code path.
+Every claimed test runs under both backends: backend="interp" (InterpOnnxBackendNodeModelTest) in
+every run, backend="numba" (OnnxBackendNodeModelTest: each model compiled into regions) for the
+smoke set SMOKE (every loop-related test and the first test of each claimed op) in every run, and
+for every claimed test with --slow (each compiles its own kernel: about half an hour cold on 2 cores;
+CI runs it).
 """
 
 from __future__ import annotations
@@ -78,21 +81,40 @@ def _with_backend(backend: str) -> type[RnnloopBackend]:
     return Backend
 
 
-def _backend_test(backend: str, names: list[str]) -> dict[str, type]:
-    """onnx's test classes (OnnxBackendNodeModelTest, ...) running `names` with `backend`, the rest skipped."""
+def _smoke() -> set[str]:
+    """Every loop-related claimed test, and for each claimed op the first claimed test (by name)
+    whose model uses it, preferring a test of that op alone over an expanded function body."""
+    chosen = set(LOOP_TESTS)
+    by_op: dict[str, list[str]] = {}
+    for t in NODE_TESTS:
+        if t.name in SELECTED and t.name not in EXCLUDED:
+            for op in _ops(t.model.graph):
+                by_op.setdefault(op, []).append(t.name)
+    for names in by_op.values():
+        chosen.add(min(names, key=lambda n: ("expanded" in n, n)))
+    return chosen
+
+
+SMOKE = _smoke()
+
+
+def _node_tests(backend: str, names: list[str], slow: set[str] = frozenset()) -> type:
+    """onnx's OnnxBackendNodeModelTest running `names` (less EXCLUDED) with `backend`; only those are
+    collected, and the ones in `slow` are marked slow."""
     test = onnx.backend.test.BackendTest(_with_backend(backend), __name__)
-    test.include("^(" + "|".join(names) + ")_cpu$")
-    for name in EXCLUDED:
-        test.exclude(f"^{name}_cpu$")
-    return test.test_cases
+    case = test.test_cases["OnnxBackendNodeModelTest"]
+    keep = set(names) - set(EXCLUDED)
+    for attr in [a for a in vars(case) if a.startswith("test_")]:
+        name = attr.removesuffix("_cpu")
+        if name not in keep:
+            delattr(case, attr)
+        elif name in slow:
+            setattr(case, attr, pytest.mark.slow(getattr(case, attr)))
+    return case
 
 
-globals().update(_backend_test("numba", SELECTED))
-# Only the node tests with loops, without the thousands of skipped others a second time.
-InterpOnnxBackendNodeModelTest = _backend_test("interp", WITH_LOOPS)["OnnxBackendNodeModelTest"]
-for _attr in [a for a in vars(InterpOnnxBackendNodeModelTest) if a.startswith("test_")]:
-    if _attr.removesuffix("_cpu") not in WITH_LOOPS or _attr.removesuffix("_cpu") in EXCLUDED:
-        delattr(InterpOnnxBackendNodeModelTest, _attr)
+OnnxBackendNodeModelTest = _node_tests("numba", SELECTED, slow=set(SELECTED) - SMOKE)
+InterpOnnxBackendNodeModelTest = type("InterpOnnxBackendNodeModelTest", (_node_tests("interp", SELECTED),), {})
 
 
 def test_every_loop_related_node_test_is_claimed_and_not_excluded():
@@ -105,12 +127,19 @@ def test_exclusions_are_claimed_tests():
     assert sorted(set(EXCLUDED) - set(SELECTED)) == []
 
 
-def test_every_loop_and_scan_node_test_runs_under_both_backends():
+def test_every_claimed_node_test_runs_under_both_backends():
     named = {n for n in SELECTED if "loop" in n or "scan" in n}
     assert len(WITH_LOOPS) >= 30 and named <= set(WITH_LOOPS)
-    for case in (globals()["OnnxBackendNodeModelTest"], InterpOnnxBackendNodeModelTest):
+    for case in (OnnxBackendNodeModelTest, InterpOnnxBackendNodeModelTest):
         ran = {n[:-len("_cpu")] for n in dir(case) if n.startswith("test_") and n.endswith("_cpu")}
-        assert sorted(set(WITH_LOOPS) - set(EXCLUDED) - ran) == [], case.__name__
+        assert ran == set(SELECTED) - set(EXCLUDED), case.__name__
+
+
+def test_the_numba_smoke_set_holds_every_loop_test_and_every_claimed_op():
+    assert LOOP_TESTS - set(EXCLUDED) <= SMOKE
+    covered = set().union(*(_ops(t.model.graph) for t in NODE_TESTS if t.name in SMOKE))
+    used = set().union(*(_ops(t.model.graph) for t in NODE_TESTS if t.name in SELECTED and t.name not in EXCLUDED))
+    assert used <= covered
 
 
 @pytest.mark.parametrize("name", sorted(FUSED))

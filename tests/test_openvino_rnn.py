@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import load_fused
+from helpers import load_fused, thin
 
 import rnnloop
 
@@ -65,7 +65,7 @@ SEQUENCES = [("LSTM", "forward", {}), ("LSTM", "reverse", {}), ("LSTM", "bidirec
              ("RNN", "reverse", {})]
 
 
-@pytest.mark.parametrize("kind, direction, extra", SEQUENCES,
+@pytest.mark.parametrize("kind, direction, extra", thin(SEQUENCES, 3),
                          ids=[f"{k}-{d}{'-lbr' if e else ''}" for k, d, e in SEQUENCES])
 def test_sequence_layers_match_openvino(tmp_path, kind, direction, extra):
     rng = np.random.default_rng(1)
@@ -92,6 +92,7 @@ def test_sequence_layers_match_openvino(tmp_path, kind, direction, extra):
     _check(ov.Model(list(seq.outputs()), params, "seq"), tmp_path, feeds, backend="numba")
 
 
+@pytest.mark.slow
 def test_sequence_with_per_row_lengths(tmp_path):
     rng = np.random.default_rng(2)
     x = ops.parameter([3, 5, INPUT], np.float32, name="x")

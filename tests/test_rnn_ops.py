@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import IR_VERSION, load_fused
+from helpers import IR_VERSION, load_fused, thin
 from onnx import TensorProto, helper
 
 import rnnloop
@@ -144,7 +144,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", thin(sorted(CASES), 6, single=True))
 def test_against_a_numpy_step_loop(case, backend):
     kw = dict(CASES[case])
     kind, hidden = kw.pop("kind"), 4
@@ -158,6 +158,7 @@ def test_against_a_numpy_step_loop(case, backend):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.slow
 def test_float64_lstm_is_exact_to_float64(backend):
     model, feeds = build("LSTM", 5, direction="bidirectional", dtype=np.float64, with_lens=True)
     got = load_fused(model, backend).run(None, feeds)
@@ -166,7 +167,7 @@ def test_float64_lstm_is_exact_to_float64(backend):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("kind", thin(["LSTM", "GRU", "RNN"], 3, single=True))
 def test_against_onnxruntime(kind, backend):
     ort = pytest.importorskip("onnxruntime")
     # No clip: onnxruntime's LSTM with clip differs from the spec's reading here (the input of every
@@ -179,8 +180,7 @@ def test_against_onnxruntime(kind, backend):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
-@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("kind, layout", thin([(k, layout) for layout in (0, 1) for k in ("LSTM", "GRU", "RNN")], 4))
 def test_zero_steps_give_an_empty_y_of_the_full_shape_and_the_initial_state(kind, layout, backend):
     model, feeds = build(kind, 4, batch=2, steps=0, direction="bidirectional", layout=layout)
     y, yh, *yc = load_fused(model, backend).run(None, feeds)
@@ -208,6 +208,7 @@ def test_explain_says_which_direction_of_a_bidirectional_op_each_loop_is(kind):
         f"{kind} '{kind}_0' (ai.onnx opset 14): interpreted (backend='interp')"
 
 
+@pytest.mark.slow
 def test_a_two_layer_model_as_torch_exports_it(backend):
     """Embedding (Gather), a bidirectional LSTM, its Y reshaped to [steps, batch, 2*hidden], a GRU,
     then Linear and LogSoftmax: one node per layer, as torch.onnx.export writes it."""
