@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -338,7 +339,8 @@ print(json.dumps({"import": imported - start, "load_run": done - imported}))
 class Startup:
     """Seconds, each measured in a new Python process.
 
-    cold: load + first run with an empty RNNLOOP_CACHE_DIR (generates and compiles every kernel).
+    cold: load + first run with an empty kernel cache (generates and compiles every kernel of the
+    model); rnnloop's own helpers, which compile once per machine, come from this process's cache.
     warm: load + first run after `import rnnloop`, cache filled by the cold process (median of `warm_runs`).
     import_: `import rnnloop` in the warm processes; process: a whole warm process, interpreter start to exit.
     """
@@ -374,6 +376,9 @@ def startup_times(model: Any, feeds: dict, backend: str = "numba", warm_runs: in
         env = {**os.environ, **THREAD_ENV, "RNNLOOP_CACHE_DIR": os.path.join(tmp, "cache"),
                "PYTHONPATH": os.pathsep.join(p for p in [package_root, os.environ.get("PYTHONPATH")] if p)}
         env.pop("RNNLOOP_DEBUG", None)
+        from .codegen.cache import cache_dir
+        if (cache_dir() / "runtime").is_dir():  # (compiled once per machine: not this model's cost)
+            shutil.copytree(cache_dir() / "runtime", os.path.join(tmp, "cache", "runtime"))
         cold = _child(model_path, feeds_path, backend, env, timeout)
         warm = [_child(model_path, feeds_path, backend, env, timeout) for _ in range(warm_runs)]
     return Startup(cold=cold["load_run"], warm=statistics.median(w["load_run"] for w in warm),
