@@ -105,6 +105,7 @@ def test_sequence_with_per_row_lengths(tmp_path):
     _check(ov.Model(list(seq.outputs()), [x, h, lengths], "seq"), tmp_path, feeds, backend="numba")
 
 
+@pytest.mark.slow
 def test_onnx_lstm_converted_by_openvino_matches_the_onnx_original(tmp_path):
     from rnnloop.models import lstm_native
     model, _ = lstm_native(2, 8, 16, 7)[:2]

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import assert_same, parse, thin
+from helpers import assert_same, parse
 
 import rnnloop
 from rnnloop.ir import Region
@@ -244,7 +244,8 @@ def test_the_decoder_step_is_one_region_that_agrees_with_onnxruntime():
     assert_same(got, run_onnxruntime(model, feeds), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", thin(["bilstm_encoder", "bigru_encoder"], 2, single=True))
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bilstm_encoder", "bigru_encoder"])
 def test_a_stacked_bidirectional_encoder_is_one_region_that_agrees_with_onnxruntime(name):
     # Both directions of every layer and the Transpose/Reshape glue between layers are one kernel,
     # which serves batch 12 and batch 1 alike. Two layers keep the compile short; the glue is the same.
