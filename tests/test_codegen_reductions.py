@@ -201,7 +201,7 @@ def feeds_of(dtype: str, group: str) -> list[str]:
 
 @pytest.mark.parametrize("dtype, group, feeds", thin([
     pytest.param(dtype, group, feeds, id=f"{dtype}-{group}-{feeds}")
-    for dtype, group in CASES for feeds in feeds_of(dtype, group)], 20))
+    for dtype, group in CASES for feeds in feeds_of(dtype, group)], 30))
 def test_fused_reductions_match_the_interpreter(dtype, group, feeds):
     model = parse(loop_model(dtype, GROUPS[group]), opset=18)
     with np.errstate(all="ignore"):

@@ -455,7 +455,7 @@ TEMPLATES = [gather_by_iteration, gather_by_indices, slice_by_iteration, scan_in
              recurrent_ops, openvino_windows]
 
 
-@pytest.mark.parametrize("template", thin(TEMPLATES, 8, single=True), ids=lambda t: t.__name__)
+@pytest.mark.parametrize("template", thin(TEMPLATES, 16, single=True), ids=lambda t: t.__name__)
 def test_hostile_feeds_neither_crash_nor_hang_nor_differ_from_the_interpreter(worker, template):
     @SETTINGS
     @given(st.data())
@@ -527,7 +527,7 @@ def broken(draw, data: bytes) -> bytes:
 ONNX_TEMPLATES = [t for t in TEMPLATES if t is not openvino_windows]
 
 
-@pytest.mark.parametrize("template", thin(ONNX_TEMPLATES, 6, single=True), ids=lambda t: t.__name__)
+@pytest.mark.parametrize("template", thin(ONNX_TEMPLATES, 12, single=True), ids=lambda t: t.__name__)
 def test_broken_models_are_refused_or_run_alike_never_crash(worker, template):
     @settings(SETTINGS, max_examples=40)
     @given(st.data())

@@ -65,7 +65,7 @@ SEQUENCES = [("LSTM", "forward", {}), ("LSTM", "reverse", {}), ("LSTM", "bidirec
              ("RNN", "reverse", {})]
 
 
-@pytest.mark.parametrize("kind, direction, extra", thin(SEQUENCES, 3),
+@pytest.mark.parametrize("kind, direction, extra", thin(SEQUENCES, 6),
                          ids=[f"{k}-{d}{'-lbr' if e else ''}" for k, d, e in SEQUENCES])
 def test_sequence_layers_match_openvino(tmp_path, kind, direction, extra):
     rng = np.random.default_rng(1)
