@@ -94,3 +94,37 @@ def test_the_two_directions_of_a_bidirectional_layer_share_one_function():
     want = rnnloop.load(model, backend="interp").run(None, {"x": x})
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_identical_loops_holding_loops_share_their_functions_and_agree():
+    """Three Scans of one body that holds a Loop: one function for the Scans and one for the inner
+    Loop, each called as many times as the model has them."""
+    scans = []
+    for k in (1, 2, 3):
+        scans.append(f"""s{k}, ys{k} = Scan <num_scan_inputs = 1, body = step{k} (float[N] acc{k}, float[N] x{k})
+                => (float[N] next{k}, float[N] y{k}) {{
+                doubled{k}, sum{k} = Loop <body = inner{k} (int64 i{k}, bool c{k}, float[N] v{k})
+                    => (bool co{k}, float[N] vo{k}, float[N] so{k}) {{
+                    co{k} = Identity(c{k})
+                    vo{k} = Add(v{k}, x{k})
+                    so{k} = Mul(vo{k}, half)
+                }}> (three, true_, acc{k})
+                next{k} = Identity(doubled{k})
+                y{k} = ReduceSum <keepdims = 0> (sum{k}, zero)
+            }}> (s0, xs)""")
+    body = "\n        ".join(scans)
+    model = parse(f"""
+    nested (float[N] s0, float[T, N] xs) => (float[N] s1, float[N] s2, float[N] s3, float[T, N] ys3)
+    <int64 three = {{3}}, bool true_ = {{1}}, float half = {{0.5}}, int64[1] zero = {{0}}> {{
+        {body}
+    }}""", check=False)
+    session = rnnloop.load(model, strict=True)
+    (_, source), = session.kernel_sources()
+    defined = re.findall(r"^def (inner_loop\d+)\(", source, re.M)
+    called = set(re.findall(r"= (inner_loop\d+)\(", source))
+    assert len(defined) == 2 and called == set(defined), source
+    feeds = {"s0": RNG.standard_normal(4).astype(np.float32), "xs": RNG.standard_normal((5, 4)).astype(np.float32)}
+    got = session.run(None, feeds)
+    want = rnnloop.load(model, backend="interp").run(None, feeds)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

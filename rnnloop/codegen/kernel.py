@@ -123,14 +123,15 @@ class ModuleGen:
         self.errors.append((where, message))
         return len(self.errors)
 
-    def add_loop_function(self, name: str, text: str, since: int) -> str:
-        """Add inner loop function `name`, or when one of the same canonical text is there (two
-        identical layers: only value names and error codes, relative to `eb`, differ), drop it and
-        the inner loops added for it since position `since` of `functions`, and return that one's name."""
+    def add_loop_function(self, name: str, text: str) -> str:
+        """Add inner loop function `name`; or, when one of the same canonical text is there (two
+        identical layers: only value names and error codes, relative to `eb`, differ), return that
+        one's name instead. (The loops and helpers a function calls are globals, named in its
+        canonical text: two functions match only if they call the same ones, so nothing added for
+        the one dropped is left without a caller.)"""
         key = _canonical(text)
         shared = self.loop_functions.get(key)
         if shared is not None:
-            self.functions[since:] = [f for f in self.functions[since:] if not f.startswith(HELPER + "\ndef inner_loop")]
             return shared
         self.loop_functions[key] = name
         self.functions.append(text)
@@ -457,7 +458,6 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     # The outermost loop is `kernel`; inner loops are numbered in the order they are met.
     fn_name = f"inner_loop{module.loops}" if module.loops else "kernel"
     module.loops += 1
-    since = len(module.functions)
     # Invariants the enclosing graph fixes (its constants) are known by their body input names.
     _, _, outer = loop.input_groups()
     inner = loop.body.inputs[len(loop.body.inputs) - len(outer):]
@@ -570,7 +570,7 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     if fn_name == "kernel":
         module.functions.append(text)
     else:
-        fn_name = module.add_loop_function(fn_name, text, since)
+        fn_name = module.add_loop_function(fn_name, text)
     # (A carried sequence only exists in the outermost loop, whose caller does not ask for this.)
     out_types = [(t.dtype, len(t.shape)) for name, _, t in carried if name not in g.sequences]
     out_types += [(g.values[n].dtype, g.values[n].rank + (0 if s.concat else 1))
