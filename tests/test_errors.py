@@ -98,13 +98,13 @@ def test_missing_file_is_a_clear_load_error(tmp_path):
 
 
 def _two_unsupported_ops():
-    """A Hardmax in the graph and a Gelu in a loop body, ops rnnloop does not convert (yet)."""
+    """A Det in the graph and a Bernoulli in a loop body, ops rnnloop does not convert."""
     return parse("""
     odd (float[4] x) => (float[4] y) {
-        a = Hardmax(x)
+        a = Det(x)
         y = Loop(, , a) <body = step (int64 i, bool c, float[4] v) => (bool c2, float[4] w) {
             c2 = Identity(c)
-            w = Gelu(v)
+            w = Bernoulli(v)
         }>
     }""", opset=20)
 
@@ -117,20 +117,45 @@ def test_every_unsupported_op_is_listed_in_one_error_with_its_node_name():
         rnnloop.load(model)
     message = str(info.value)
     assert "2 unsupported" in message
-    assert "Gelu 'deep'" in message and "Hardmax 'first'" in message
+    assert "Bernoulli 'deep'" in message and "Det 'first'" in message
 
 
 def test_unnamed_nodes_are_named_by_op_type_and_index_in_their_graph():
     model = _two_unsupported_ops()
     with pytest.raises(rnnloop.UnsupportedModelError) as info:
         rnnloop.load(model)
-    assert "Gelu 'Gelu_1' (ai.onnx opset 20)" in str(info.value)
-    assert "Hardmax 'Hardmax_0' (ai.onnx opset 20)" in str(info.value)
+    assert "Bernoulli 'Bernoulli_1' (ai.onnx opset 20)" in str(info.value)
+    assert "Det 'Det_0' (ai.onnx opset 20)" in str(info.value)
     del model.graph.node[0]  # a model rnnloop runs: the same names in explain(), load after load
     model.graph.node[0].input[2] = "x"
     model.graph.node[0].attribute[0].g.node[1].op_type = "Neg"
     explained = [rnnloop.load(model, backend="interp").explain() for _ in range(2)]
     assert explained[0] == explained[1] == "Loop 'Loop_0' (ai.onnx opset 20): interpreted (backend='interp')"
+
+
+def test_many_unsupported_nodes_of_one_op_read_as_one_line_with_the_first_names():
+    nodes = "\n".join(f"        d{k} = Det(x)" for k in range(12))
+    model = parse(f"""
+    many (float[4, 2, 2] x) => (float[4] d0) {{
+{nodes}
+        b = Bernoulli(x)
+    }}""", opset=20)
+    with pytest.raises(rnnloop.UnsupportedModelError) as info:
+        rnnloop.load(model)
+    message = str(info.value)
+    assert "the model uses 13 unsupported op(s)" in message, message
+    assert ("Det ×12 (ai.onnx opset 20): 'Det' is not supported: 'Det_0', 'Det_1', 'Det_2', … (+9 more)"
+            in message), message
+    assert "Bernoulli 'Bernoulli_12' (ai.onnx opset 20)" in message
+    assert len(message.splitlines()) == 4  # the count, one line per op type, what to do
+
+
+def test_grouped_openvino_layers_are_named_with_their_layer_ids():
+    from rnnloop.frontends.registry import Unsupported, unsupported_listing
+    problems = [Unsupported("Foo", f"f{k}", "opset1", "'Foo' is not supported", f"layer {k}") for k in range(2)]
+    count, listing = unsupported_listing(problems + problems[:1])  # (a node met twice counts once)
+    assert count == 2
+    assert listing == "  - Foo ×2 (opset1): 'Foo' is not supported: 'f0' (layer 0), 'f1' (layer 1)"
 
 
 def test_loading_from_a_file_and_from_bytes_gives_the_same_session(tmp_path):

@@ -16,7 +16,7 @@ from ..errors import ModelError, UnsupportedModelError
 from ..interp.graph import RUNNERS  # importing graph registers every op function
 from ..ir import Graph, OptionalType, Origin, SequenceType, TensorType, Type
 from . import onnx_control, onnx_ops, onnx_rnn  # noqa: F401  (register the converters)
-from .registry import CONVERTERS, find_converter
+from .registry import CONVERTERS, Unsupported, find_converter, unsupported_listing
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -78,10 +78,9 @@ def convert_model(model: ModelProto) -> Graph:
     opsets = {d.domain or "": d.version for d in model.opset_import}
     opsets.setdefault("", opsets.get("ai.onnx", 1))
     types = _collect_types(model)
-    problems = sorted(set(_prescan(model.graph, opsets)))
-    if problems:
-        listing = "\n".join(f"  - {p}" for p in problems)
-        raise UnsupportedModelError(f"the model uses {len(problems)} unsupported op(s) or form(s):\n{listing}\n"
+    count, listing = unsupported_listing(_prescan(model.graph, opsets))
+    if count:
+        raise UnsupportedModelError(f"the model uses {count} unsupported op(s) or form(s):\n{listing}\n"
                                     "Re-export the model with supported ops, or open an issue naming them.")
     converter = OnnxConverter(opsets, types)
     builder = Builder(model.graph.name or "main")
@@ -228,28 +227,25 @@ def node_name(node: NodeProto, index: int) -> str:
     return node.name or f"{node.op_type}_{index}"
 
 
-def _node_label(node: NodeProto, index: int, opsets: dict[str, int]) -> str:
-    domain = node.domain or "ai.onnx"
-    return f"{node.op_type} '{node_name(node, index)}' ({domain} opset {opsets.get(node.domain or '', '?')})"
-
-
-def _prescan(graph: GraphProto, opsets: dict[str, int]) -> Iterator[str]:
-    """Every node, subgraphs included, that no converter handles, as '<node>: <reason>'."""
+def _prescan(graph: GraphProto, opsets: dict[str, int]) -> Iterator[Unsupported]:
+    """Every node, subgraphs included, that no converter handles, with the reason."""
     for index, node in enumerate(graph.node):
-        label = _node_label(node, index, opsets)
+        domain = node.domain or "ai.onnx"
+        version = f"{domain} opset {opsets.get(node.domain or '', '?')}"
         since = _since_version(node, opsets) if node.domain in DEFAULT_DOMAINS else None
+        problem = None
         if node.domain not in DEFAULT_DOMAINS:
-            yield f"{label}: the domain '{node.domain}' is not supported"
+            problem = f"the domain '{node.domain}' is not supported"
         elif since is None:
-            yield f"{label}: not an ONNX op at this opset"
+            problem = "not an ONNX op at this opset"
         elif find_converter("onnx", node.op_type, since) is None:
             known = sorted(CONVERTERS.get(("onnx", node.op_type), {}))
-            yield (f"{label}: the opset {since} form is not supported (supported since opset {known[0]})"
-                   if known else f"{label}: '{node.op_type}' is not supported")
+            problem = (f"the opset {since} form is not supported (supported since opset {known[0]})"
+                       if known else f"'{node.op_type}' is not supported")
         else:
             problem = _attribute_problem(node, since)
-            if problem:
-                yield f"{label}: {problem}"
+        if problem:
+            yield Unsupported(node.op_type, node_name(node, index), version, problem)
         for sub in _node_graphs(node):
             yield from _prescan(sub, opsets)
 

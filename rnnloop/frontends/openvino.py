@@ -15,7 +15,7 @@ from ..builder import Builder
 from ..errors import ModelError, UnsupportedModelError
 from ..ir import Graph, Origin, TensorType
 from .openvino_ir import Layer, Net, read_ir
-from .registry import CONVERTERS, find_converter
+from .registry import CONVERTERS, Unsupported, find_converter, unsupported_listing
 
 FORMAT = "openvino"
 STATEFUL = {"ReadValue", "Assign"}
@@ -28,10 +28,9 @@ def load_ir(xml_path: str, bin_path: str | None = None) -> Graph:
 
 def convert_net(net: Net) -> Graph:
     from . import openvino_control, openvino_ops, openvino_rnn  # noqa: F401  (register the converters)
-    problems = sorted(set(_prescan(net)))
-    if problems:
-        listing = "\n".join(f"  - {p}" for p in problems)
-        raise UnsupportedModelError(f"the model uses {len(problems)} unsupported layer(s):\n{listing}\n"
+    count, listing = unsupported_listing(_prescan(net))
+    if count:
+        raise UnsupportedModelError(f"the model uses {count} unsupported layer(s):\n{listing}\n"
                                     "Convert the model with supported layers, or open an issue naming them.")
     b = Builder(net.name or "main")
     params = [layer for layer in net.layers.values() if layer.type == "Parameter"]
@@ -60,19 +59,23 @@ def opset_of(layer: Layer) -> int | None:
 
 
 def _prescan(net: Net):
+    """Every layer, bodies included, that no converter handles, with the reason."""
     for layer in net.walk():
         if layer.type in ("Parameter", "Result", "Const"):
             continue
         opset = opset_of(layer)
+        problem = None
         if layer.type in STATEFUL:
-            yield (f"{layer.label()}: stateful layers (ReadValue / Assign) are not supported; "
-                   "rnnloop runs models whose outputs depend only on their inputs")
+            problem = ("stateful layers (ReadValue / Assign) are not supported; "
+                       "rnnloop runs models whose outputs depend only on their inputs")
         elif opset is None:
-            yield f"{layer.label()}: version '{layer.version}' is not a standard opset"
+            problem = f"version '{layer.version}' is not a standard opset"
         elif find_converter(FORMAT, layer.type, opset) is None:
             known = sorted(CONVERTERS.get((FORMAT, layer.type), {}))
-            yield (f"{layer.label()}: this version is not supported (supported from opset{known[0]})"
-                   if known else f"{layer.label()}: '{layer.type}' is not supported")
+            problem = (f"this version is not supported (supported from opset{known[0]})"
+                       if known else f"'{layer.type}' is not supported")
+        if problem:
+            yield Unsupported(layer.type, layer.name, layer.version, problem, f"layer {layer.id}")
 
 
 def topological(net: Net) -> list[Layer]:
