@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .codegen.emitter import NoRule, debug_level, generator_failure
-from .ir import Graph, If, Loop, Op, Origin, Region, TensorType
+from .ir import Graph, If, Loop, Op, Origin, Region, TensorType, iter_ops
 
 # Ops that compute nothing: a region of nothing else is not worth a kernel call.
 _FREE = {"Identity"}
@@ -68,8 +68,7 @@ def compile_regions(graph: Graph, label: str = "region") -> Partition:
         if failure is None:
             break
         ops, e = failure
-        culprits = [e.op] if e.op is not None and any(e.op is o for o in ops) else ops
-        for op in culprits:
+        for op in _culprits(ops, e.op):
             left_out[id(op)] = str(e).removeprefix(f"{op.where()}: ")  # (explain() names the op)
     result = Partition(graph)
     placed: dict[int, Region] = {}
@@ -91,6 +90,16 @@ def compile_regions(graph: Graph, label: str = "region") -> Partition:
                          dict(graph.constants), graph.types)
     result.interpreted = [(op, left_out[id(op)]) for op in graph.ops if id(op) not in placed]
     return result
+
+
+def _culprits(ops: list[Op], failed: Op | None) -> list[Op]:
+    """The ops of a region to leave out when generating it failed at `failed`: the op itself, or
+    the loop or If holding it in a subgraph (whose body the plan then partitions in turn); all of
+    them when the failure names no op."""
+    for op in ops:
+        if op is failed or any(inner is failed for sub in op.subgraphs for inner in iter_ops(sub)):
+            return [op]
+    return ops
 
 
 def _why_not(op: Op, graph: Graph) -> str:

@@ -76,30 +76,43 @@ class Session:
         # The program: the graph with its compiled regions in place of their ops.
         self.partition = compile_regions(graph) if backend == "numba" else None
         self.program = program = self.partition.graph if self.partition else graph
-        if self.partition and self.partition.failed:
-            if strict:
-                raise UnsupportedModelError("strict=True and some regions do not compile:\n" +
-                                            "\n".join("  " + f for f in self.partition.failed))
-            for failure in self.partition.failed:
-                warnings.warn(failure, FallbackWarning, stacklevel=3)
-        level = debug_level()  # RNNLOOP_DEBUG: 1 the regions, 2 their sources too (plan_graph: the loops)
-        for compiled in self.partition.compiled if self.partition and level else ():
-            print(f"rnnloop: {compiled.describe()}", file=sys.stderr)
-            if level >= 2:
-                print(compiled.source, file=sys.stderr)
+        if self.partition:
+            self._report(self.partition, strict)
         compiled = {id(c.op): c for c in (self.partition.compiled if self.partition else ())}
-        self.plans = plan_graph(program, backend, strict, compiled)
+        plan = plan_graph(program, backend, strict, compiled)
+        self.plans = plan.loops
+        # Every partition: the main graph's, then those of the loop bodies and If branches it interprets.
+        self.partitions = ([self.partition] if self.partition else []) + plan.partitions
+        for partition in plan.partitions:
+            compiled.update((id(c.op), c) for c in partition.compiled)
+            self._report(partition, strict)
         # Arrays a run may hand back without computing them: results must never alias these.
         self._constants = _Memory(c for g in _graphs(graph) for c in g.constants.values() if isinstance(c, np.ndarray))
         if max_iterations is None and os.environ.get("RNNLOOP_MAX_ITERATIONS"):
             max_iterations = int(os.environ["RNNLOOP_MAX_ITERATIONS"])
         kernels = {id(p.op): p.fused for p in self.plans if isinstance(p.fused, FusedLoop)}
         kernels.update(compiled)
-        self.options = Options(max_iterations=max_iterations, kernels=kernels)
+        self.options = Options(max_iterations=max_iterations, kernels=kernels, programs=plan.programs)
         whole = self.partition.whole() if self.partition else None
         typed = all(isinstance(t, TensorType) and t.dtype is not None and t.shape is not None
                     for t in map(graph.type_of, graph.inputs))
         self._direct = _Direct(self, whole) if whole is not None and typed else None
+
+    @staticmethod
+    def _report(partition, strict: bool) -> None:
+        """Regions that did not compile: an error under strict, else a warning each; with
+        RNNLOOP_DEBUG, the regions that did (2: with their sources)."""
+        if partition.failed:
+            if strict:
+                raise UnsupportedModelError("strict=True and some regions do not compile:\n" +
+                                            "\n".join("  " + f for f in partition.failed))
+            for failure in partition.failed:
+                warnings.warn(failure, FallbackWarning, stacklevel=4)
+        level = debug_level()  # RNNLOOP_DEBUG: 1 the regions, 2 their sources too (plan_graph: the loops)
+        for compiled in partition.compiled if level else ():
+            print(f"rnnloop: {compiled.describe()}", file=sys.stderr)
+            if level >= 2:
+                print(compiled.source, file=sys.stderr)
 
     def get_inputs(self) -> list[ValueInfo]:
         return [_info(self.graph, n) for n in self.graph.inputs]
@@ -134,9 +147,9 @@ class Session:
         """How the model runs: its compiled regions with their ops, each op left to the interpreter
         and why, and each loop (fused, or interpreted and why)."""
         lines = []
-        if self.partition is not None:
-            lines += [c.describe() for c in self.partition.compiled]
-            lines += [f"{op.where()}: interpreted ({why})" for op, why in self.partition.interpreted
+        for partition in self.partitions:
+            lines += [c.describe() for c in partition.compiled]
+            lines += [f"{op.where()}: interpreted ({why})" for op, why in partition.interpreted
                       if not isinstance(op, Loop)]  # (a loop's line follows)
         lines += [p.describe() for p in self.plans]
         return "\n".join(lines) or "the model has no loops"
@@ -144,7 +157,7 @@ class Session:
     def kernel_sources(self) -> list[tuple[str, str]]:
         """(what it runs, generated source) for every kernel: each compiled region, each loop fused on
         its own."""
-        regions = [(c.label, c.source) for c in self.partition.compiled] if self.partition else []
+        regions = [(c.label, c.source) for partition in self.partitions for c in partition.compiled]
         return regions + [(p.op.where(), p.fused.source) for p in self.plans if isinstance(p.fused, FusedLoop)]
 
     def ir_text(self) -> str:

@@ -126,6 +126,55 @@ def test_an_if_is_a_native_if_inside_the_region():
     assert agree(BRANCH, {"flag": np.array(False), "x": x}, session)[0].tolist() == [-4, -9, -16]
 
 
+def test_an_if_with_a_branch_the_interpreter_runs_leaves_only_the_if_out_and_compiles_its_branches():
+    model = parse("""
+        branchy (bool flag, float[4] x) => (float[4] y)
+        {
+            ax = Constant <value = int64 {0}> ()
+            a = Mul(x, x)
+            b = Add(a, x)
+            t = If(flag) <
+                then_branch = g1 () => (float[4] o) { e = Exp(b)  o = CumSum(e, ax) },
+                else_branch = g2 () => (float[4] o2) { o2 = Neg(b) }
+            >
+            y = Tanh(t)
+        }""")
+    session = load_numba(model)
+    assert [op.op_type for op in session.program.ops] == ["Region", "If", "Region"]
+    explained = session.explain()
+    assert "If 'If_3' (ai.onnx opset 17): interpreted (CumSum 'CumSum_1'" in explained
+    assert "Region 'If_3/then/region1': 1 op(s) compiled into one kernel (Exp" in explained
+    assert "Region 'If_3/else/region1': 1 op(s) compiled into one kernel (Neg" in explained
+    assert "CumSum 'CumSum_1' (ai.onnx opset 17): interpreted (no code generation rule for CumSum)" in explained
+    x = np.linspace(-1, 1, 4).astype(np.float32)
+    for flag in (True, False):
+        agree(model, {"flag": np.array(flag), "x": x}, session)
+
+
+def test_the_body_of_a_loop_the_interpreter_runs_is_compiled_in_regions_around_its_interpreted_ops():
+    model = parse("""
+        looped (int64 n, float[4] x) => (float[4] y, float[N, 4] ys)
+        {
+            ax = Constant <value = int64 {0}> ()
+            y, ys = Loop(n, , x) <body = step (int64 i, bool c, float[4] v) => (bool c2, float[4] w, float[4] s) {
+                c2 = Identity(c)
+                a = Mul(v, v)
+                b = Add(a, v)
+                k = CumSum(b, ax)
+                w = Tanh(k)
+                s = Sigmoid(w)
+            }>
+        }""")
+    with pytest.warns(rnnloop.FallbackWarning, match="Loop 'Loop_1'.*interpreted.*CumSum"):
+        session = rnnloop.load(model)
+    body = session.options.programs[id(session.graph.ops[0].body)]
+    assert [op.op_type for op in body.ops] == ["Region", "CumSum", "Region"]
+    assert "Region 'Loop_1/body/region2': 2 op(s) compiled into one kernel (Tanh" in session.explain()
+    feeds = {"n": np.array(5, np.int64), "x": np.linspace(-1, 1, 4).astype(np.float32)}
+    agree(model, feeds, session)
+    assert "Region 'Loop_1/body/region1'" in dict(session.kernel_sources())
+
+
 def test_results_never_share_memory_with_feeds_or_constants():
     model = parse("""
         alias (float[3] x, int64 m) => (float[3] same, float[3] looped, float[3] k, float[3] neg)

@@ -23,6 +23,9 @@ class Options:
     max_iterations: int | None = None
     # Loops that run as fused kernels, by id of their op: callables shaped like run_loop.
     kernels: dict[int, Callable] = field(default_factory=dict)
+    # Subgraphs (loop bodies, If branches) to run as another graph: the same with compiled regions
+    # in place of their ops (plan.Plan.programs), by id of the subgraph.
+    programs: dict[int, Graph] = field(default_factory=dict)
 
 
 # Ops that, given the shapes of the graph's inputs and its constants, compute the same small values
@@ -143,6 +146,8 @@ def run_graph(graph: Graph, args: Sequence[Any], options: Options,
     `owned[k]` says the caller hands over argument k: a list nobody else holds, which SequenceInsert
     may then extend in place. That keeps a sequence built up in a loop O(1) amortised per append.
     """
+    if options.programs:
+        graph = options.programs.get(id(graph), graph)
     plan = GraphPlan.of(graph)
     env: dict[str, Any] = dict(graph.constants)
     env.update(zip(graph.inputs, args))
