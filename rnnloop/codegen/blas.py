@@ -59,17 +59,19 @@ def _scipy_blas() -> dict[str, int]:
 
 
 _ilp64 = _numpy_openblas()
-_lp64 = _scipy_blas()
 ILP64 = _ilp64 is not None
+_lp64 = None if ILP64 else _scipy_blas()  # (importing scipy.linalg costs half a second of every load)
 PROVIDER = "numpy-openblas64" if ILP64 else "scipy"
 MATMUL = "matmul_ilp64" if ILP64 else "matmul_lp64"  # the function generated kernels call
 
-# Both symbol families are always registered so every function below links; a kernel only ever
-# calls the family its source names, and that is the one that exists (ilp64 falls back to lp64
-# addresses when NumPy has no ILP64 BLAS, and is then never called).
+# Both symbol families are registered so every function below links (the ones that pick a family
+# at run time refer to both). Only the family of the provider in use is ever called: generated
+# kernels name it in their source (so a kernel cached under the other provider is never loaded),
+# and simd passes ILP64. The other family takes the same addresses; it must not be called, which
+# is why tests run matmul_lp64 only in a process whose provider is scipy.
 _extern = {}
-for _family, _table in (("ilp64", _ilp64 or _lp64), ("lp64", _lp64)):
-    for _routine, _address in _table.items():
+for _family in ("ilp64", "lp64"):
+    for _routine, _address in (_ilp64 or _lp64).items():
         _symbol = f"rnnloop_{_routine}_{_family}"
         llvm.add_symbol(_symbol, _address)
         _extern[_routine, _family] = types.ExternalFunction(
