@@ -25,6 +25,9 @@ OPS: dict[str, str] = {
     "MatMul": "matrix product with NumPy matmul broadcasting",
     "Gemm": "alpha * op(A) @ op(B) + beta * C, op transposing on transA / transB",
     "Einsum": "Einstein summation by equation",
+    # convolutions (rnnloop/interp/conv_ops.py)
+    "Conv": "sum of W over kernel windows of the padded input, per group of channels, plus B",
+    "ConvTranspose": "the gradient of Conv by its input: each input element adds x * W to the output, plus B",
     # comparisons and logic
     "Equal": "a == b", "Less": "a < b", "LessOrEqual": "a <= b", "Greater": "a > b",
     "GreaterOrEqual": "a >= b", "Not": "not x", "And": "a and b", "Or": "a or b", "Xor": "a xor b",

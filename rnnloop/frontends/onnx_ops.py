@@ -30,6 +30,7 @@ CURRENT_FORMS: dict[str, int] = {
     **dict.fromkeys(["ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2",
                      "ReduceLogSumExp"], 18),
     "Reshape": 5, "Expand": 8, "Concat": 4, "Slice": 10,
+    "Conv": 1, "ConvTranspose": 1,  # (opset 11 and 22 only clarify the text and add types)
 }
 
 
