@@ -38,6 +38,16 @@ OPS: dict[str, str] = {
     "ReduceLogSumExp": "log(sum(exp(x))) over axes", "ArgMax": "index of the maximum along axis",
     "ArgMin": "index of the minimum along axis", "Softmax": "exp(x) / sum(exp(x)) along axis",
     "LogSoftmax": "x - log(sum(exp(x))) along axis",
+    # pooling and normalisation (rnnloop/interp/nn_ops.py)
+    "MaxPool": "maximum of each kernel window inside x, and its flat index",
+    "AveragePool": "mean of each kernel window inside x (or inside x and its pads)",
+    "LpPool": "(sum of |x|^p over each kernel window) ^ (1/p)",
+    "GlobalAveragePool": "mean over the axes after N and C", "GlobalMaxPool": "maximum over the axes after N and C",
+    "BatchNormalization": "(x - mean) / sqrt(var + epsilon) * scale + B per channel, stored statistics",
+    "InstanceNormalization": "standardised per instance and channel, then scale and B per channel",
+    "LayerNormalization": "standardised over the axes from axis on, then Scale and B; mean and 1/std",
+    "GroupNormalization": "standardised per instance and group of channels, then scale and bias per channel",
+    "LpNormalization": "x / ||x||_p along axis", "MeanVarianceNormalization": "(x - E[x]) / std(x) over axes",
     # tensor manipulation
     "Identity": "x", "Cast": "x converted to dtype `to`", "CastLike": "x converted to the dtype of target",
     "ConstantOfShape": "a tensor of the given shape filled with value", "Shape": "the shape of x, int64",
