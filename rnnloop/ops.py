@@ -64,6 +64,16 @@ OPS: dict[str, str] = {
     "TopK": "the k largest (or smallest) values and their indices along axis",
     "NonZero": "indices of non-zero elements, one row per axis", "Trilu": "upper or lower triangle",
     "OneHot": "one-hot encoding of indices with depth and values", "Dropout": "x (inference mode)",
+    # front-end activations and data movers (rnnloop/interp/small_ops.py, resize.py)
+    "Gelu": "0.5 x (1 + erf(x / sqrt 2)), or its tanh approximation", "HardSwish": "x * max(0, min(1, x / 6 + 0.5))",
+    "Mish": "x * tanh(softplus(x))", "Celu": "max(0, x) + min(0, alpha * (exp(x / alpha) - 1))",
+    "Shrink": "x + bias below -lambd, x - bias above lambd, else 0",
+    "Hardmax": "1 at the first maximum along axis, 0 elsewhere",
+    "Resize": "x resized by scales or to sizes: nearest, linear or cubic (opset 19's form; also nearest_mode "
+              "'simple' and coordinate mode 'tf_half_pixel_for_nn' of the older forms)",
+    "DepthToSpace": "channels moved into blocks of height and width (DCR or CRD order)",
+    "SpaceToDepth": "blocks of height and width moved into channels (DCR or CRD order)",
+    "ReverseSequence": "the first sequence_lens[i] steps of each batch entry reversed along time_axis",
     # sequences and optionals
     "SequenceEmpty": "an empty sequence", "SequenceConstruct": "a sequence of the inputs",
     "SequenceInsert": "the sequence with a tensor inserted at position (default: the end)",
