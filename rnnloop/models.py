@@ -14,6 +14,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from .frontend_models import crnn, fsmn_stream, vad_conv
+
 # onnxruntime reads at most IR version 13; these models stay well below it.
 IR_VERSION = 8
 OPSET = 17
@@ -502,6 +504,7 @@ MODELS: dict[str, Callable[..., Built]] = {
     "small_loop": small_loop, "sequence_insert_loop": sequence_insert_loop,
     "elementwise_chain": elementwise_chain, "vad_stream": vad_stream, "gru_decoder_step": gru_decoder_step,
     "bilstm_encoder": bilstm_encoder, "bigru_encoder": bigru_encoder,
+    "vad_conv": vad_conv, "crnn": crnn, "fsmn_stream": fsmn_stream,
 }
 
 
