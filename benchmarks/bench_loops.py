@@ -209,10 +209,13 @@ class WholeModel:
     ops on a [1, 16] tensor (per-call and per-op overhead), the streaming VAD-style model (one
     512-sample chunk), a seq2seq decoder step at batch 12, and stacked bidirectional LSTM and GRU
     encoders as torch exports them (3 layers of 256 per direction, 80 features, 100 steps) at batch
-    12 and 1. rnnloop's time over its peer's (below 1: faster), timed interleaved."""
+    12 and 1, and the models with front ends (rnnloop.frontend_models: a Conv1d-STFT VAD chunk, a CRNN
+    on a 32x100 image, an FSMN chunk of 10 frames). rnnloop's time over its peer's (below 1: faster),
+    timed interleaved."""
 
     params = (("elementwise_chain:1", "elementwise_chain:10", "elementwise_chain:100", "vad_stream",
-               "gru_decoder_step", "bilstm_encoder", "bilstm_encoder:1", "bigru_encoder", "bigru_encoder:1"),
+               "gru_decoder_step", "bilstm_encoder", "bilstm_encoder:1", "bigru_encoder", "bigru_encoder:1",
+               "vad_conv", "crnn", "fsmn_stream"),
               ("onnxruntime", "openvino"))
     param_names = ("model", "peer")
     timeout = 300
@@ -236,13 +239,15 @@ class WholeModel:
     track_ratio.unit = "ratio"
 
 
-STARTUP_MODELS = ("small_loop", "lstm_loop", "lstm_scan", "gru_loop", "gru_scan", "vad_stream", "bilstm_encoder")
+STARTUP_MODELS = ("small_loop", "lstm_loop", "lstm_scan", "gru_loop", "gru_scan", "vad_stream", "bilstm_encoder",
+                  "vad_conv", "crnn", "fsmn_stream")
 
 
 class Startup:
     """Seconds to the first result in a new process: cold (empty kernel cache: load, generate, compile, run)
     and warm (the cache filled: load and run, after `import rnnloop`), at batch 1, input 16, hidden 32, 20 steps
-    (the VAD-style model at its own size; the encoder with its 3 bidirectional layers, 6 loops)."""
+    (the VAD-style models, the CRNN and the FSMN at their own sizes; the encoder with its 3 bidirectional
+    layers, 6 loops)."""
 
     params = STARTUP_MODELS
     param_names = ("model",)
@@ -252,7 +257,8 @@ class Startup:
         # One cold process and three warm ones per model, shared by both track_ benchmarks.
         times = {}
         for name in STARTUP_MODELS:
-            sizes = {"small_loop": (20,), "vad_stream": ()}.get(name, (1, 16, 32, 20))
+            own = ("vad_stream", "vad_conv", "crnn", "fsmn_stream")
+            sizes = {"small_loop": (20,), **dict.fromkeys(own, ())}.get(name, (1, 16, 32, 20))
             model, feeds = MODELS[name](*sizes)
             startup = startup_times(model, feeds)
             times[name] = {"cold": startup.cold, "warm": startup.warm}

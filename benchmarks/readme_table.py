@@ -24,7 +24,8 @@ from rnnloop.bench import (Engine, measure, onnxruntime_runner, openvino_runner,
 from rnnloop.models import MODELS, resolve
 
 MODELS_OF_THE_TABLE = ("elementwise_chain:1", "elementwise_chain:10", "elementwise_chain:100", "vad_stream",
-                       "gru_decoder_step", "bilstm_encoder", "bilstm_encoder:1", "bigru_encoder", "bigru_encoder:1")
+                       "gru_decoder_step", "bilstm_encoder", "bilstm_encoder:1", "bigru_encoder", "bigru_encoder:1",
+                       "vad_conv", "crnn", "fsmn_stream")
 
 
 def _time(seconds: float) -> str:
