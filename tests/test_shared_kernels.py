@@ -13,15 +13,17 @@ import rnnloop
 from rnnloop.errors import RunError
 
 HIDDEN = 32  # (a folded bias of 4 x 32 values is passed in; one of at most 64 would be frozen into the code)
+INPUT = 24  # the first layer's input size: a layer's input size does not stop it sharing
 RNG = np.random.default_rng(3)
 
 
 def _three_lstm_layers():
-    """Three stacked LSTM layers of one size, each with its own weights and initial state. The
-    parser names no node: rnnloop calls the layers LSTM_0, LSTM_2 and LSTM_4 (op and index)."""
+    """Three stacked LSTM layers of one hidden size (the first of input size INPUT), each with its
+    own weights and initial state. The parser names no node: rnnloop calls the layers LSTM_0,
+    LSTM_2 and LSTM_4 (op and index)."""
     weights, lines, x = {}, [], "x"
     for k in (1, 2, 3):
-        for name, shape in (("W", (1, 4 * HIDDEN, HIDDEN)), ("R", (1, 4 * HIDDEN, HIDDEN)), ("B", (1, 8 * HIDDEN))):
+        for name, shape in (("W", (1, 4 * HIDDEN, INPUT if k == 1 else HIDDEN)), ("R", (1, 4 * HIDDEN, HIDDEN)), ("B", (1, 8 * HIDDEN))):
             weights[f"{name}{k}"] = (RNG.standard_normal(shape) * 0.3).astype(np.float32)
         lines.append(f"y{k}, hn{k}, cn{k} = LSTM <hidden_size = {HIDDEN}> ({x}, W{k}, R{k}, B{k}, , h{k}, c{k})")
         lines.append(f"x{k} = Squeeze(y{k}, one)")
@@ -31,7 +33,7 @@ def _three_lstm_layers():
                       for n, w in weights.items())
     body = "\n        ".join(lines)
     return parse(f"""
-    layers (float[T, B1, {HIDDEN}] x, {states}) => (float[T, B1, {HIDDEN}] x3)
+    layers (float[T, B1, {INPUT}] x, {states}) => (float[T, B1, {HIDDEN}] x3)
     <int64[1] one = {{1}}, {inits}> {{
         {body}
     }}""")
@@ -44,14 +46,14 @@ def test_identical_layers_compile_one_loop_function():
     # Error codes (and directions) go in as np.int64 values: Numba would compile the function once
     # per literal value otherwise.
     called = re.findall(r"= (inner_loop\d+)\(status, np.int64\((\d+)\),", source)
-    assert len(defined) == 1, source  # one function for the three layers
+    assert len(defined) == 1, source  # one function for the three layers, of two input sizes
     assert [f for f, _ in called] == defined * 3
     assert len({code for _, code in called}) == 3  # each layer with its own error codes
 
 
 def test_the_shared_function_agrees_with_the_interpreter():
     model = _three_lstm_layers()
-    feeds = {"x": RNG.standard_normal((5, 2, HIDDEN)).astype(np.float32)}
+    feeds = {"x": RNG.standard_normal((5, 2, INPUT)).astype(np.float32)}
     feeds |= {f"{s}{k}": RNG.standard_normal((1, 2, HIDDEN)).astype(np.float32) for s in "hc" for k in (1, 2, 3)}
     got = rnnloop.load(model, strict=True).run(None, feeds)
     want = rnnloop.load(model, backend="interp").run(None, feeds)
@@ -64,7 +66,7 @@ def test_an_error_in_a_shared_function_names_its_own_layer(layer):
     that layer's LSTM, not the first layer whose code the function is."""
     model = _three_lstm_layers()
     session = rnnloop.load(model, strict=True)
-    feeds = {"x": RNG.standard_normal((5, 2, HIDDEN)).astype(np.float32)}
+    feeds = {"x": RNG.standard_normal((5, 2, INPUT)).astype(np.float32)}
     for k in (1, 2, 3):
         batch = 3 if k == layer else 2
         feeds |= {f"{s}{k}": np.zeros((1, batch, HIDDEN), np.float32) for s in "hc"}

@@ -873,7 +873,7 @@ def emit_ops(g: LoopGen, graph: Graph, invariants: set[str], hoist: bool = True)
 def _emit_op(g: LoopGen, op: Op, hoist: bool = True) -> None:
     """One body op: a comment naming it, then its rule's code, in the loop or (with `hoist`, when
     it reads only invariants) before it."""
-    from . import reductions, rules, shapes  # noqa: F401  (they register the rules)
+    from . import nn, reductions, rules, shapes  # noqa: F401  (they register the rules)
     from .scalar import ELEMENTWISE
     if isinstance(op, Loop):
         g.body(f"# {code_text(op.where())}")
@@ -933,7 +933,10 @@ def _rows_matmul(g: LoopGen, op: Op, ins: list[Var | None]) -> bool:
     with g.hoisted():
         emit = g.body
         emit(f"# {code_text(op.where())}: by chunks of rows")
-        g.fail_if(f"{k} != {b.dim(0)}", op, "inner dimensions differ ({a} and {b})", a=k, b=b.dim(0))
+        # (W's rows read at run time, not its literal size: layers of other input sizes then share
+        # one loop function, as the two LSTMs of a stack do)
+        w_rows = f"{b.expr}.shape[0]"
+        g.fail_if(f"{k} != {w_rows}", op, "inner dimensions differ ({a} and {b})", a=k, b=w_rows)
         flat = emit.fresh(f"{name}_flat")
         emit(f"{flat} = np.ascontiguousarray({full.expr}).reshape((-1, {k}))")
         per = emit.fresh(f"{name}_per")  # product rows per row of full
