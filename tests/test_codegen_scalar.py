@@ -303,9 +303,9 @@ _COMPARE = ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"]
 _ARITHMETIC = ["Add", "Sub", "Mul", "Div", "Mod", "Max", "Min"]
 _FLOAT_UNARY = ["Neg", "Abs", "Sign", "Relu", "Reciprocal", "Sqrt", "Exp", "Log", "Floor", "Ceil", "Round", "Sin",
                 "Cos", "Erf", "Tanh", "Sigmoid", "Softplus", "Softsign", "Elu", "Selu", "LeakyRelu",
-                "ThresholdedRelu", "HardSigmoid", "IsNaN", "IsInf"]
+                "ThresholdedRelu", "HardSigmoid", "IsNaN", "IsInf", "Gelu", "HardSwish", "Mish", "Celu", "Shrink"]
 # Non-default attributes, used in float32 (float64 runs the defaults).
-_FLOAT_ATTRIBUTES = {"Elu": {"alpha": 0.7}, "Selu": {"alpha": 1.5, "gamma": 2.0}, "LeakyRelu": {"alpha": 0.1},
+_FLOAT_ATTRIBUTES = {"Celu": {"alpha": 0.7}, "Shrink": {"lambd": 1.5, "bias": 0.75}, "Elu": {"alpha": 0.7}, "Selu": {"alpha": 1.5, "gamma": 2.0}, "LeakyRelu": {"alpha": 0.1},
                      "ThresholdedRelu": {"alpha": 0.75}, "HardSigmoid": {"alpha": 0.3, "beta": 0.4}}
 
 
@@ -328,7 +328,7 @@ def _cases(dtype: str) -> list[tuple[str, str, list[str], dict]]:
               ("Max_3_inputs", "Max", ["GA", "GB", "GA"], {}), ("PRelu_grid", "PRelu", ["GA", "GB"], {}),
               ("Clip_X_lo_hi", "Clip", ["X", "lo", "hi"], {}), ("Add_AxB", "Add", ["A", "B"], {})]
     cases += [(f"{op}_X", op, ["X"], _FLOAT_ATTRIBUTES.get(op, {}) if main else {})
-              for op in (_FLOAT_UNARY if floats else ["Neg", "Abs", "Sign", "Relu"])]
+              for op in (_FLOAT_UNARY if floats else ["Neg", "Abs", "Sign", "Relu", "Shrink"])]
     cases += _casts(dtype, "X")
     if floats:
         cases += [("Pow_grid", "Pow", ["GA", "GB"], {}), ("Pow_int_exponent", "Pow", ["GA", "GE"], {}),
@@ -344,6 +344,7 @@ def _cases(dtype: str) -> list[tuple[str, str, list[str], dict]]:
     if floats:
         cases += [("Pow_SxC", "Pow", ["S", "C"], {}), ("Less_AxB", "Less", ["A", "B"], {}), ("Exp_S", "Exp", ["S"], {}),
                   ("IsInf_positive_only", "IsInf", ["X"], {"detect_negative": 0}),
+                  ("Gelu_tanh_X", "Gelu", ["X"], {"approximate": "tanh"}),
                   ("IsInf_negative_only", "IsInf", ["X"], {"detect_positive": 0})]
     else:  # an integer divisor must not be 0: the rank-0 S is the divisor
         cases += [("Div_CxS", "Div", ["C", "S"], {}), ("Mod_CxS", "Mod", ["C", "S"], {}),
@@ -359,15 +360,19 @@ def _chunks(dtype: str) -> list[list]:
 # Ops whose kernels call mathfn's fast float32 functions or libm where NumPy has its own (SIMD)
 # implementations: float32 within ~4e-7 (plus FLT_MIN: scipy's float32 expit flushes sigmoid(-100)
 # = 3.7e-44 to 0, the kernel does not), float64 within an ulp or two. Everything else is exact.
-TRANSCENDENTAL = {"Exp", "Log", "Tanh", "Sigmoid", "Softplus", "Elu", "Selu", "Sin", "Cos", "Erf", "Pow", "ScaledTanh"}
+TRANSCENDENTAL = {"Exp", "Log", "Tanh", "Sigmoid", "Softplus", "Elu", "Selu", "Sin", "Cos", "Erf", "Pow", "ScaledTanh",
+                  "Gelu", "Mish", "Celu"}
 TOLERANCE = {"float32": (1e-6, TINY), "float64": (1e-15, 0.0)}
+# Gelu's erfc: libm's (the kernel) and SciPy's (the interpreter) differ by up to ~20 ulp in the far
+# tail (4e-15 relative at x = -7, where the result is 9e-12).
+OP_TOLERANCE = {("Gelu", "float64"): (2e-14, 0.0)}
 
 
 def assert_matches(actual: np.ndarray, expected: np.ndarray, dtype: str, op: str, what: str = "") -> None:
     """Equal dtype and shape; values exactly (NaN where NaN), or to TOLERANCE for TRANSCENDENTAL ops."""
     assert actual.dtype == expected.dtype and actual.shape == expected.shape, what
     if op in TRANSCENDENTAL and dtype in TOLERANCE:
-        rtol, atol = TOLERANCE[dtype]
+        rtol, atol = OP_TOLERANCE.get((op, dtype), TOLERANCE[dtype])
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
     else:
         np.testing.assert_array_equal(actual, expected, err_msg=what)
@@ -428,7 +433,8 @@ def elementwise_model(dtype: str, cases: list) -> tuple[onnx.ModelProto, dict[st
         [trip, loop], f"elementwise_{dtype}",
         [helper.make_tensor_value_info(n, ONNX_TYPES[v.dtype], v.shape) for n, v in feeds.items()],
         [helper.make_tensor_value_info(f"final_{n}", ONNX_TYPES[d], s) for n, d, s in outs])
-    return helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[helper.make_opsetid("", 17)]), feeds
+    # (opset 20: Gelu's)
+    return helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[helper.make_opsetid("", 20)]), feeds
 
 
 @functools.cache

@@ -370,3 +370,75 @@ def float_to_int64(x):
     if x < -9223372036854775808.0:
         return _I64_NEG
     return np.int64(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# front-end activations (Gelu, Mish, Celu, HardSwish, Shrink), the forms rnnloop.interp.small_ops
+# computes: 1 + erf(u) as erfc(-u) and 1 + tanh(z) as 2 sigmoid(2z), which do not cancel where x < 0
+
+
+_INV_SQRT2_F = _F(1 / math.sqrt(2))
+_GELU_C_F = _F(math.sqrt(2 / math.pi))
+_GELU_K_F = _F(0.044715)
+
+
+@_jit
+def gelu_f32(x):
+    """0.5 x (1 + erf(x / sqrt 2)) in float32 (erfc in float64, rounded once)."""
+    return _F(0.5) * x * _F(math.erfc(-(x * _INV_SQRT2_F)))
+
+
+@_jit
+def gelu_f64(x):
+    """0.5 x (1 + erf(x / sqrt 2)) in float64."""
+    return 0.5 * x * math.erfc(-(x * (1 / math.sqrt(2))))
+
+
+@_jit_inline
+def gelu_tanh_f32(x):
+    """0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) = x sigmoid(2 z), float32."""
+    z = _GELU_C_F * (x + _GELU_K_F * x * x * x)
+    return x * sigmoid_f32(z + z)
+
+
+@_jit
+def gelu_tanh_f64(x):
+    """0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) = x sigmoid(2 z), float64."""
+    z = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
+    return x * sigmoid_f64(z + z)
+
+
+@_jit_inline
+def mish_f32(x):
+    """x tanh(ln(1 + exp(x))), float32."""
+    return x * tanh_f32(softplus_f32(x))
+
+
+@_jit
+def mish_f64(x):
+    """x tanh(ln(1 + exp(x))), float64."""
+    return x * math.tanh(softplus_f64(x))
+
+
+@_jit_inline
+def celu_f32(x, alpha):
+    """max(0, x) + min(0, alpha (exp(x / alpha) - 1)) in float32, NaN propagating as in NumPy."""
+    return maximum(_F(0.0), x) + minimum(_F(0.0), alpha * expm1_f32(x / alpha))
+
+
+@_jit_inline
+def celu_f64(x, alpha):
+    """max(0, x) + min(0, alpha (exp(x / alpha) - 1)) in float64."""
+    return maximum(0.0, x) + minimum(0.0, alpha * math.expm1(x / alpha))
+
+
+@_jit_inline
+def hard_swish(x, alpha, beta, zero, one):
+    """x max(0, min(1, alpha x + beta)) in x's dtype (the constants given in it)."""
+    return x * minimum(maximum(x * alpha + beta, zero), one)
+
+
+@_jit
+def shrink(x, low, high, bias, zero):
+    """x + bias where x < low, x - bias where x > high, else zero (NaN gives zero)."""
+    return x + bias if x < low else (x - bias if x > high else zero)

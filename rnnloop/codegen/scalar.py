@@ -309,4 +309,43 @@ def _cast(attrs, dtypes, out, args):
     return f"{dtype_name(out)}({x})"  # integers wrap; floats round to nearest
 
 
+# ---------------------------------------------------------------------------------------------
+# front-end activations (rnnloop.interp.small_ops is the specification)
+
+
+@_rule("Gelu", kinds="f")
+def _gelu(attrs, dtypes, out, args):
+    approximate = attrs.get("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        raise NoRule(f"approximate '{approximate}'")
+    name = "gelu" if approximate == "none" else "gelu_tanh"
+    return f"_m.{name}_{'f32' if dtypes[0] == _F32 else 'f64'}({args[0]})"
+
+
+_rule("Mish", kinds="f")(_float_fn("_m.mish_f32", "_m.mish_f64"))
+
+
+@_rule("Celu", kinds="f")
+def _celu(attrs, dtypes, out, args):
+    t = dtypes[0]
+    return f"_m.celu_{'f32' if t == _F32 else 'f64'}({args[0]}, {_const(attrs.get('alpha', 1.0), t)})"
+
+
+@_rule("HardSwish", kinds="f")
+def _hard_swish(attrs, dtypes, out, args):
+    t = dtypes[0]
+    return f"_m.hard_swish({args[0]}, {_const(1 / 6, t)}, {_const(0.5, t)}, {_const(0, t)}, {_const(1, t)})"
+
+
+@_rule("Shrink")
+def _shrink(attrs, dtypes, out, args):
+    t, x = dtypes[0], args[0]
+    lambd, bias = float(attrs.get("lambd", 0.5)), float(attrs.get("bias", 0.0))
+    if t.kind == "f":
+        return f"_m.shrink({x}, {_const(-lambd, t)}, {_const(lambd, t)}, {_const(bias, t)}, {_const(0, t)})"
+    # integers in float64, truncated back (NumPy's astype of NaN and out-of-range values)
+    low, high, shift, zero = (_const(v, _F64) for v in (-lambd, lambd, bias, 0))
+    return f"_m.float_to_{t.name}(_m.shrink(np.float64({x}), {low}, {high}, {shift}, {zero}))"
+
+
 ELEMENTWISE = frozenset(_RULES)

@@ -20,9 +20,9 @@ def _work(x: np.ndarray) -> np.ndarray:
     return x if x.dtype in (np.float32, np.float64) else x.astype(np.float32)
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
+def _special():
     import scipy.special  # imported when first needed: it takes longer than the rest of `import rnnloop`
-    return scipy.special.erf(x)
+    return scipy.special
 
 
 # ---------------------------------------------------------------------------------------------
@@ -35,13 +35,15 @@ def run_gelu(X: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     0.5 X (1 + tanh(sqrt(2 / pi) (X + 0.044715 X^3)))"""
     x = _work(X)
     t = x.dtype.type
+    # 1 + erf(u) is erfc(-u) and 1 + tanh(z) is 2 sigmoid(2 z): forms without cancellation where x < 0
     if approximate == "none":
-        inner = _erf(x * t(1 / math.sqrt(2)))
+        y = t(0.5) * x * _special().erfc(-(x * t(1 / math.sqrt(2))))
     elif approximate == "tanh":
-        inner = np.tanh(t(math.sqrt(2 / math.pi)) * (x + t(0.044715) * x * x * x))
+        z = t(math.sqrt(2 / math.pi)) * (x + t(0.044715) * x * x * x)
+        y = x * _special().expit(z + z)
     else:
         raise OpError(f"approximate '{approximate}' is not one of 'none', 'tanh'")
-    return np.asarray(t(0.5) * x * (t(1) + inner)).astype(X.dtype, copy=False)
+    return np.asarray(y).astype(X.dtype, copy=False)
 
 
 @interprets("HardSwish")
