@@ -873,7 +873,7 @@ def emit_ops(g: LoopGen, graph: Graph, invariants: set[str], hoist: bool = True)
 def _emit_op(g: LoopGen, op: Op, hoist: bool = True) -> None:
     """One body op: a comment naming it, then its rule's code, in the loop or (with `hoist`, when
     it reads only invariants) before it."""
-    from . import nn, reductions, rules, shapes  # noqa: F401  (they register the rules)
+    from . import nn, reductions, rules, shapes, small_ops  # noqa: F401  (they register the rules)
     from .scalar import ELEMENTWISE
     if isinstance(op, Loop):
         g.body(f"# {code_text(op.where())}")
