@@ -18,15 +18,18 @@ from .export import OPSET, node_proto, type_proto
 from .frontends.onnx import ir_type
 from .ir import Op, Type
 
-# Ops ONNX no longer has, whose output has their input's type.
-_SAME_TYPE = frozenset({"Affine", "ScaledTanh"})
+# Ops ONNX no longer has, whose output has their input's type; and ops whose output has their input's
+# type that ONNX defines by a function body alone (no inference of their own at OPSET).
+_SAME_TYPE = frozenset({"Affine", "ScaledTanh", "GroupNormalization", "MeanVarianceNormalization"})
+# Ops whose IR form is newer than OPSET: inferred by the schema of that version.
+_NEWER = {"AveragePool": 19}
 _DATA_LIMIT = 4096  # elements of a constant input passed to inference as data
 
 
 def schema(op_type: str) -> defs.OpSchema | None:
     """The ONNX schema of an op at the exported opset (None for the ops ONNX dropped)."""
     try:
-        return defs.get_schema(op_type, OPSET)
+        return defs.get_schema(op_type, max(OPSET, _NEWER.get(op_type, OPSET)))
     except defs.SchemaError:
         return None
 

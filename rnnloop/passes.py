@@ -216,3 +216,78 @@ def _axes(axes: np.ndarray | None, rank: int | None) -> set[int] | None:
             return None
         values = [a + rank for a in values]
     return set(values) if len(set(values)) == len(values) else None
+
+
+def fold_batchnorm(graph: Graph) -> Graph:
+    """The graph with every inference BatchNormalization that follows a Conv folded into the Conv's
+    weights, in it and its subgraphs.
+
+    Exporters write Conv then BatchNormalization (torch's Conv2d + BatchNorm2d in eval mode): a
+    second pass over the whole activation that an affine map per output channel does. With
+    a = scale / sqrt(var + epsilon), the Conv's W' = W * a along its output channels (axis 0) and
+    B' = (B - mean) * a + bias (B = 0 when the Conv has none). It folds when W, the Conv's B and
+    the statistics are constants of the graph and the Conv's output is read by the
+    BatchNormalization alone; the Conv then writes the BatchNormalization's output.
+    """
+    readers: dict[str, int] = {}
+    for op in graph.ops:
+        for name in op.inputs:
+            readers[name] = readers.get(name, 0) + 1
+    producers = {n: op for op in graph.ops for n in op.outputs if n}
+    constants, types = dict(graph.constants), dict(graph.types)
+    used = set(graph.inputs) | set(constants) | set(producers)
+    folded: dict[int, Op] = {}  # id(Conv) -> the Conv that replaces it; id(BatchNormalization) -> None
+    for op in graph.ops:
+        conv = producers.get(op.inputs[0]) if op.op_type == "BatchNormalization" and op.inputs else None
+        if conv is None or conv.op_type != "Conv" or readers.get(op.inputs[0]) != 1 or op.inputs[0] in graph.outputs:
+            continue
+        replacement = _folded_conv(op, conv, constants, types, used)
+        if replacement is not None:
+            folded[id(conv)], folded[id(op)] = replacement, None
+    ops = []
+    for op in graph.ops:
+        if op.subgraphs:
+            op = _with_subgraphs(op, fold_batchnorm)
+        if id(op) in folded:
+            if folded[id(op)] is not None:
+                ops.append(folded[id(op)])
+            continue
+        ops.append(op)
+    if not folded and all(a is b for a, b in zip(ops, graph.ops)):
+        return graph
+    return dataclasses.replace(graph, ops=ops, constants=constants, types=types)
+
+
+def _folded_conv(bn: Op, conv: Op, constants: dict, types: dict, used: set[str]) -> Op | None:
+    """The Conv with `bn` folded into new constants (added to `constants`, `types` and `used`), or
+    None when it cannot be."""
+    if len(bn.inputs) != 5 or len([n for n in bn.outputs if n]) != 1 or bn.attrs.get("training_mode", 0):
+        return None
+    if len(conv.inputs) < 2 or len(conv.outputs) != 1:
+        return None
+    w = constants.get(conv.inputs[1])
+    b = constants.get(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else None
+    stats = [constants.get(n) for n in bn.inputs[1:]]
+    if not isinstance(w, np.ndarray) or w.dtype.kind != "f" or w.ndim < 2 or \
+            (len(conv.inputs) > 2 and conv.inputs[2] and not isinstance(b, np.ndarray)):
+        return None
+    channels = w.shape[0]
+    if any(not isinstance(s, np.ndarray) or s.dtype.kind != "f" or s.shape != (channels,) for s in stats) or \
+            (b is not None and b.shape != (channels,)):
+        return None
+    scale, shift, mean, var = (s.astype(np.float64) for s in stats)
+    a = scale / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))
+    bias = np.zeros(channels) if b is None else b.astype(np.float64)
+    new_w = (w.astype(np.float64) * a.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+    new_b = ((bias - mean) * a + shift).astype(w.dtype)
+    names = []
+    for hint, value in (("W", new_w), ("B", new_b)):
+        name, k = f"{conv.inputs[1]}_bn_{hint}", 1
+        while name in used:
+            k += 1
+            name = f"{conv.inputs[1]}_bn_{hint}{k}"
+        used.add(name)
+        constants[name] = value
+        types[name] = TensorType(value.dtype, value.shape)
+        names.append(name)
+    return dataclasses.replace(conv, inputs=[conv.inputs[0], *names], outputs=[bn.outputs[0]])

@@ -27,7 +27,7 @@ from .ir import (
     iter_ops,
 )
 from .partition import compile_regions
-from .passes import cancel_unsqueezes, eliminate_dead_code, fold_constants, forward_identities
+from .passes import cancel_unsqueezes, eliminate_dead_code, fold_batchnorm, fold_constants, forward_identities
 from .plan import BACKENDS, plan_graph
 from .typeinfer import infer_types
 from .verify import verify
@@ -69,7 +69,8 @@ class Session:
         if backend not in BACKENDS:  # before the work of loading
             raise RnnloopError(f"backend must be one of {BACKENDS}, got {backend!r}")
         verify(infer_types(graph))  # types first: exporters leave loop bodies untyped
-        self.graph = graph = eliminate_dead_code(forward_identities(cancel_unsqueezes(fold_constants(graph))))
+        graph = forward_identities(cancel_unsqueezes(fold_constants(graph)))
+        self.graph = graph = eliminate_dead_code(fold_batchnorm(graph))
         for g in _graphs(graph):  # (ONNX's raw data arrives read-only; a kernel takes writable arrays)
             g.constants = {n: _writable(c) for n, c in g.constants.items()}
         self.backend = backend

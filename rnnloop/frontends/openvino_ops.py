@@ -426,3 +426,201 @@ def convert_strided_slice(n, data, begin, end, stride=""):
     if squeezed:
         y = b.op1("Squeeze", y, n.const(squeezed))
     n.emit("Unsqueeze" if inserted else "Identity", [y, n.const(inserted)] if inserted else [y])
+
+
+# ---------------------------------------------------------------------------------------------
+# pooling and normalisation (into the IR ops of rnnloop/interp/nn_ops.py and reductions)
+
+_OV_AUTO_PAD = {"explicit": "NOTSET", "notset": "NOTSET", "same_upper": "SAME_UPPER", "same_lower": "SAME_LOWER",
+                "valid": "VALID"}
+
+
+def _pool_attrs(n, roundings: tuple[str, ...], dilations: bool = True) -> dict:
+    """An OpenVINO pool's attributes as ONNX's. Rounding "floor" is ceil_mode=0 and "ceil_torch" is
+    ceil_mode=1 (a window that would start in the end padding is dropped); "ceil" keeps such windows:
+    it is floor over end pads longer by stride - 1 (pads_extra, which AvgPool's divisor must not count).
+    With auto_pad same_upper/same_lower the rounding changes nothing (the output is ceil(size / stride)).
+    """
+    kernel = n.attr_ints("kernel")
+    nd = len(kernel)
+    strides = n.attr_ints("strides", [1] * nd)
+    dilation = n.attr_ints("dilations", [1] * nd) if dilations else [1] * nd
+    auto_pad = n.attr("auto_pad", "explicit").lower()
+    rounding = n.attr("rounding_type", "floor").lower()
+    if auto_pad not in _OV_AUTO_PAD:
+        raise n.unsupported(f"auto_pad='{auto_pad}' is not supported ({', '.join(_OV_AUTO_PAD)} are)")
+    if rounding not in roundings:
+        raise n.unsupported(f"rounding_type='{rounding}' is not supported in this version ({', '.join(roundings)} are)")
+    begin = n.attr_ints("pads_begin", [0] * nd) if auto_pad in ("explicit", "notset") else [0] * nd
+    end = n.attr_ints("pads_end", [0] * nd) if auto_pad in ("explicit", "notset") else [0] * nd
+    if not nd or any(len(v) != nd for v in (strides, dilation, begin, end)):
+        raise n.fail(f"kernel {kernel}, strides {strides}, dilations {dilation} and pads {begin}, {end} "
+                     "do not have one value per spatial axis")
+    attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilation}
+    same = auto_pad in ("same_upper", "same_lower")
+    extra = [s - 1 for s in strides] if rounding == "ceil" and not same else [0] * nd
+    if same:
+        attrs["auto_pad"] = _OV_AUTO_PAD[auto_pad]
+        rounding = "floor"
+    else:
+        attrs["pads"] = begin + [e + x for e, x in zip(end, extra)]
+        attrs["ceil_mode"] = int(rounding == "ceil_torch")
+    return {"attrs": attrs, "pads_begin": begin, "pads_end": end, "rounding": rounding}
+
+
+def _max_pool(n, x, roundings: tuple[str, ...], indices: bool) -> None:
+    pool = _pool_attrs(n, roundings, dilations=indices)
+    b = n.b
+    if not indices:
+        n.emit("MaxPool", [x], **pool["attrs"])
+        return
+    axis = n.attr_int("axis", 0)
+    index_type = _dtype(n, "index_element_type") if "index_element_type" in n.data else np.dtype(np.int64)
+    shape = n.in_shape(0)
+    if axis < 0:
+        if shape is None:
+            raise n.unsupported("a negative axis needs the input's rank, which the model does not give")
+        axis += len(shape)
+    exact = axis == 0 and index_type == np.int64  # ONNX's Indices: flat over the whole input, int64
+    flat = n.outputs[1] if exact else b.fresh("indices")
+    b.op("MaxPool", [x], [n.outputs[0], flat], **pool["attrs"])
+    if exact:
+        return
+    if axis:  # OpenVINO's indices count from `axis` on: the flat index modulo the size of those axes
+        dims = shape[axis:] if shape is not None else None
+        if dims is not None and all(isinstance(d, int) for d in dims):
+            size = n.const(math.prod(dims))
+        else:
+            size = b.op1("ReduceProd", b.op1("Shape", x, start=axis), n.const([0]), keepdims=0)
+        flat = b.op1("Mod", flat, size, fmod=0)
+    b.op("Cast", [flat], [n.outputs[1]], to=index_type)
+
+
+@_op("MaxPool")
+def convert_max_pool_1(n, x):
+    _max_pool(n, x, ("floor", "ceil"), indices=False)
+
+
+@_op("MaxPool", 8)
+def convert_max_pool_8(n, x):
+    """MaxPool-8: dilations, and the indices of the maxima, flat from axis `axis` on."""
+    _max_pool(n, x, ("floor", "ceil"), indices=True)
+
+
+@_op("MaxPool", 14)
+def convert_max_pool_14(n, x):
+    """MaxPool-14: rounding_type ceil_torch."""
+    _max_pool(n, x, ("floor", "ceil", "ceil_torch"), indices=True)
+
+
+def _avg_pool(n, x, roundings: tuple[str, ...]) -> None:
+    pool = _pool_attrs(n, roundings, dilations=False)
+    attrs = pool["attrs"]
+    exclude = n.attr_bool("exclude-pad", False)
+    if exclude or pool["rounding"] == "floor":
+        n.emit("AveragePool", [x], count_include_pad=int(not exclude), **attrs)
+        return
+    # Ceil rounding with the pads counted: OpenVINO counts a window's taps past the end pads too,
+    # dividing every sum by the kernel's size. The input is padded with zeros over all the windows
+    # reach, then pooled without pads.
+    kernel, strides = attrs["kernel_shape"], attrs["strides"]
+    begin, end = pool["pads_begin"], pool["pads_end"]
+    shape = n.in_shape(0)
+    if shape is None:
+        raise n.unsupported("rounding_type ceil with exclude-pad=false needs the input's rank, which the model "
+                            "does not give")
+    lead = len(shape) - len(kernel)
+    ends = []
+    for a, (k, s, pb, pe) in enumerate(zip(kernel, strides, begin, end)):
+        if pool["rounding"] == "ceil" or k - pe >= s:  # (ceil_torch drops no window: as ceil)
+            ends.append(pe + s - 1)  # floor over it makes ceil's windows
+            continue
+        size = shape[lead + a]
+        if not isinstance(size, int) or pe >= k:
+            raise n.unsupported(f"rounding_type ceil_torch with exclude-pad=false, pads_end {pe} and stride {s} "
+                                f"needs the size of spatial axis {a}, which the model does not give, and pads "
+                                "narrower than the kernel")
+        span = size + pb + pe - k
+        out = -(-span // s) + 1
+        out -= (out - 1) * s >= size + pb  # the window that would start in the end padding
+        ends.append(pe + (out - 1) * s - span)
+    padded = n.b.op1("Pad", x, n.const([0] * lead + begin + [0] * lead + ends))
+    n.emit("AveragePool", [padded], kernel_shape=kernel, strides=strides)
+
+
+@_op("AvgPool")
+def convert_avg_pool_1(n, x):
+    _avg_pool(n, x, ("floor", "ceil"))
+
+
+@_op("AvgPool", 14)
+def convert_avg_pool_14(n, x):
+    """AvgPool-14: rounding_type ceil_torch."""
+    _avg_pool(n, x, ("floor", "ceil", "ceil_torch"))
+
+
+@_op("BatchNormInference")
+def convert_batch_norm_inference_0(n, gamma, beta, x, mean, variance):
+    """BatchNormInference-1 (opset1) takes gamma and beta before the data."""
+    n.emit("BatchNormalization", [x, gamma, beta, mean, variance], epsilon=n.attr_float("epsilon"))
+
+
+@_op("BatchNormInference", 5)
+def convert_batch_norm_inference_5(n, x, gamma, beta, mean, variance):
+    n.emit("BatchNormalization", [x, gamma, beta, mean, variance], epsilon=n.attr_float("epsilon"))
+
+
+def _mvn(n, x, axes: str, normalize_variance: bool, eps: float, inside: bool) -> None:
+    """(x - mean) / sqrt(var + eps) (inside) or / (sqrt(var) + eps), mean and var over axes."""
+    b = n.b
+    dtype = n.out_dtype() or np.dtype(np.float32)
+    centred = b.op1("Sub", x, b.op1("ReduceMean", x, axes, keepdims=1))
+    if not normalize_variance:
+        n.emit("Identity", [centred])
+        return
+    var = b.op1("ReduceMean", b.op1("Mul", centred, centred), axes, keepdims=1)
+    epsilon = n.const(eps, dtype)
+    std = b.op1("Sqrt", b.op1("Add", var, epsilon)) if inside else b.op1("Add", b.op1("Sqrt", var), epsilon)
+    n.emit("Div", [centred, std])
+
+
+@_op("MVN", 2)
+def convert_mvn_2(n, x):
+    """MVN-2 (opset2): reduction_axes, or the axes after N (across_channels) or after N and C."""
+    if "reduction_axes" in n.data:
+        axes = n.attr_ints("reduction_axes")
+    else:
+        shape = n.in_shape(0)
+        if shape is None:
+            raise n.unsupported("MVN without reduction_axes needs the input's rank, which the model does not give")
+        axes = list(range(1 if n.attr_bool("across_channels", False) else 2, len(shape)))
+    _mvn(n, x, n.const(axes), n.attr_bool("normalize_variance", False), n.attr_float("eps"), inside=True)
+
+
+@_op("MVN", 6)
+def convert_mvn_6(n, x, axes):
+    """MVN-6: the axes as an input (a Const), eps inside or outside the square root."""
+    mode = n.attr("eps_mode").lower()
+    if mode not in ("inside_sqrt", "outside_sqrt"):
+        raise n.unsupported(f"eps_mode='{mode}' is not supported (inside_sqrt and outside_sqrt are)")
+    axes = n.const(_constant(n, axes, "axes").reshape(-1).astype(np.int64))
+    _mvn(n, x, axes, n.attr_bool("normalize_variance"), n.attr_float("eps"), inside=mode == "inside_sqrt")
+
+
+@_op("NormalizeL2")
+def convert_normalize_l2(n, x, axes):
+    """x / sqrt(max(sum(x^2), eps)) or / sqrt(sum(x^2) + eps) over axes; with no axes each element is
+    divided by itself (the spec's special case, as the plugin: 1, and 0 for 0)."""
+    mode = n.attr("eps_mode").lower()
+    if mode not in ("add", "max"):
+        raise n.unsupported(f"eps_mode='{mode}' is not supported (add and max are)")
+    b = n.b
+    dtype = n.out_dtype() or np.dtype(np.float32)
+    picked = _constant(n, axes, "axes").reshape(-1).astype(np.int64)
+    if not picked.size:
+        n.emit("Abs", [b.op1("Sign", x)])
+        return
+    axes = n.const(picked)
+    total = b.op1("ReduceSum", b.op1("Mul", x, x), axes, keepdims=1, noop_with_empty_axes=1)
+    guarded = b.op1("Max" if mode == "max" else "Add", total, n.const(n.attr_float("eps"), dtype))
+    n.emit("Div", [x, b.op1("Sqrt", guarded)])
