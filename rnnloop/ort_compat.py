@@ -6,10 +6,11 @@
 accepted and documented here, and where accepting it would silently give the caller something other
 than what it asked for (a GPU, a profile, an optimized model file, custom ops) it is an error:
 
-- `providers`: only "CPUExecutionProvider" (a name or a `(name, options)` tuple). onnxruntime warns
+- `providers`: "CPUExecutionProvider" (a name or a `(name, options)` tuple). onnxruntime warns
   about a provider it does not have and runs on the CPU instead, even for `["CUDAExecutionProvider"]`
-  alone; rnnloop raises an error naming every other provider, so that a request for a GPU never
-  silently runs on the CPU. `providers=None` means the CPU.
+  alone; rnnloop does the same (a UserWarning) when the list names the CPU as a fallback, as scripts
+  written for a GPU do, and raises an error naming the providers when it does not, so that a
+  request for a GPU alone never silently runs on the CPU. `providers=None` means the CPU.
 - `SessionOptions.intra_op_num_threads` is stored (and read by `load_options`) but not applied yet:
   rnnloop runs on one thread. `inter_op_num_threads` and `execution_mode=ORT_PARALLEL` have no effect:
   rnnloop runs ops one after another, as onnxruntime's sequential mode does.
@@ -353,11 +354,15 @@ def _providers(providers: Any, provider_options: Any) -> dict[str, str]:
             else:
                 raise RnnloopError(f"'providers' values must be either strings or (string, dict) tuples, got {p!r}")
     others = [name for name, _ in pairs if name != CPU]
-    if others:
+    if others and all(name != CPU for name, _ in pairs):
         raise RnnloopError(f"rnnloop runs on the CPU only; it has no {', '.join(map(repr, others))} (onnxruntime "
                            f"would warn and run on the CPU; rnnloop refuses, so that a request for another device "
                            f"never runs on the CPU unnoticed). Pass providers=['{CPU}'] or "
                            "rnnloop.get_available_providers()")
+    if others:  # the CPU listed as the fallback, as scripts written for a GPU do: run there, and say so
+        warnings.warn(f"rnnloop runs on the CPU only: {', '.join(map(repr, others))} are not available, "
+                      f"running on {CPU}", UserWarning, stacklevel=4)
+    pairs = [(name, options) for name, options in pairs if name == CPU]
     if not pairs:
         return {}
     return {str(k): str(v) for k, v in pairs[0][1].items()}

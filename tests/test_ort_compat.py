@@ -330,12 +330,21 @@ def test_the_cpu_provider_is_accepted_with_its_options(providers, provider_optio
 
 
 @pytest.mark.parametrize("providers", [
-    ["CUDAExecutionProvider"],
     ["CUDAExecutionProvider", CPU],
-    [("TensorrtExecutionProvider", {"device_id": 0}), CPU],
-    ["AzureExecutionProvider"],
+    [("TensorrtExecutionProvider", {"device_id": 0}), (CPU, {"use_arena": 0})],
 ])
-def test_any_other_provider_is_an_error_naming_it(providers):
+def test_other_providers_before_the_cpu_fallback_warn_and_run_on_the_cpu(providers):
+    with pytest.warns(UserWarning, match="CPU only: '(CUDA|Tensorrt)ExecutionProvider' .* not available"):
+        session = _session(providers=providers)
+    assert session.get_providers() == [CPU]
+
+
+@pytest.mark.parametrize("providers", [
+    ["CUDAExecutionProvider"],
+    [("TensorrtExecutionProvider", {"device_id": 0})],
+    ["AzureExecutionProvider", "CUDAExecutionProvider"],
+])
+def test_other_providers_without_the_cpu_are_an_error_naming_them(providers):
     others = [p[0] if isinstance(p, tuple) else p for p in providers if p != CPU]
     with pytest.raises(rnnloop.RnnloopError, match=f"CPU only; it has no '{others[0]}'.*providers=\\['{CPU}'\\]"):
         _session(providers=providers)
