@@ -106,12 +106,21 @@ def axis_table(n_in: int, n_out: int, scale: float, *, mode: str, ctm: str, near
     t = (index - x[:, None]) * stretch
     weights = np.clip(1 - np.abs(t), 0, 1) if mode == "linear" else _cubic(t, cubic_coeff_a)
     if antialias:
-        weights = weights / weights.sum(axis=1, keepdims=True)
+        weights = weights / _total(weights)
     if exclude_outside:
         weights = np.where((index < 0) | (index >= n_in), 0.0, weights)
-        total = weights.sum(axis=1, keepdims=True)
+        total = _total(weights)
         weights = weights / np.where(total == 0, 1.0, total)
     return np.clip(index, 0, n_in - 1).astype(np.int64), weights, outside
+
+
+def _total(weights: np.ndarray) -> np.ndarray:
+    """The sum of each row, added left to right (the order compiled code adds in, so that both round
+    alike: NumPy's sum adds in another order)."""
+    total = weights[:, :1].copy()
+    for k in range(1, weights.shape[1]):
+        total += weights[:, k:k + 1]
+    return total
 
 
 def output_plan(shape: tuple[int, ...], axes: list[int], scales: np.ndarray | None, sizes: list[int] | None,
@@ -200,9 +209,13 @@ def _apply(data: np.ndarray, axis: int, index: np.ndarray, weights: np.ndarray, 
         return np.empty(shape, data.dtype)
     if exact:
         return np.take(data, index[:, 0], axis=axis)
-    picked = np.take(data, index, axis=axis)  # the taps on a new axis after `axis`
-    shaped = weights.reshape((1,) * axis + weights.shape + (1,) * (data.ndim - axis - 1))
-    return (picked * shaped).sum(axis=axis + 1)
+    # Tap by tap, left to right, in the order compiled code adds them
+    shape = (1,) * axis + (-1,) + (1,) * (data.ndim - axis - 1)
+    result = None
+    for k in range(index.shape[1]):
+        term = np.take(data, index[:, k], axis=axis) * weights[:, k].reshape(shape)
+        result = term if result is None else result + term
+    return result
 
 
 def _cast_back(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
