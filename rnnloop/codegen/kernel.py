@@ -112,7 +112,7 @@ class ModuleGen:
         self.functions: list[str] = []
         self.errors: list[tuple[str, str]] = []
         self.fallbacks: set[int] = set()
-        self.names: set[str] = {"math", "np", "njit", "_m", "_r", "_b", "_rz", "kernel", "status", "max_iter", "trip", "cond", "limit", "t"}
+        self.names: set[str] = {"math", "np", "njit", "_m", "_r", "_b", "_rz", "_cv", "kernel", "status", "max_iter", "trip", "cond", "limit", "t"}
         self.loops = 0
         self.helpers: dict[str, str] = {}
         self.products: set[str] = set()  # dtypes of the packed products called (simd.require)
@@ -164,6 +164,9 @@ class ModuleGen:
             header += "".join(f"_s.require({dtype!r})\n" for dtype in sorted(self.products))
         if "_rz." in code:  # imported only where used: see cache.OPTIONAL_MODULES
             header += "from rnnloop.codegen import resize_rt as _rz\n"
+        if "_cv." in code:  # (likewise; each convolution entry called made callable first, as simd's products)
+            header += "from rnnloop.codegen import conv as _cv\n"
+            header += "".join(f"_cv.require({name!r})\n" for name in sorted(set(re.findall(r"\b_cv\.(\w+)\(", code))))
         if self.small_constants:  # exact bits, read back as a writable array of the dtype
             header += "\n" + "".join(
                 f"{name} = np.frombuffer(bytes.fromhex({data.hex()!r}), np.dtype({dtype!r}))"
@@ -875,7 +878,7 @@ def emit_ops(g: LoopGen, graph: Graph, invariants: set[str], hoist: bool = True)
 def _emit_op(g: LoopGen, op: Op, hoist: bool = True) -> None:
     """One body op: a comment naming it, then its rule's code, in the loop or (with `hoist`, when
     it reads only invariants) before it."""
-    from . import nn, reductions, resize, rules, shapes, small_ops  # noqa: F401  (they register the rules)
+    from . import conv, nn, reductions, resize, rules, shapes, small_ops  # noqa: F401  (they register the rules)
     from .scalar import ELEMENTWISE
     if isinstance(op, Loop):
         g.body(f"# {code_text(op.where())}")

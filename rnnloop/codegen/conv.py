@@ -1,0 +1,555 @@
+"""Conv and ConvTranspose in kernels: the code generation rules, and the compiled functions they call.
+
+A rule checks what it can when the kernel is generated (attributes, a constant W's shape), emits
+the checks that need run-time sizes (channels, kernel_shape, bias, a kernel wider than its padded
+input) and the output's sizes as expressions of the input's, and calls `conv` or `conv_transpose`
+below on C-contiguous 5-d views, [N, C, D, H, W] (a 1-d or 2-d convolution has leading spatial
+axes of size 1), with the strides, dilations, pads and group as a tuple of int64. So one compiled
+function per dtype serves every convolution of every kernel, compiled once into rnnloop's cache.
+
+How `conv` computes (measured on this project's 2-core AMD EPYC, AVX2, one thread, float32, µs per
+call, median of interleaved runs; onnxruntime 1.32 with one thread on the same shapes):
+
+    MEASUREMENTS
+
+so a product of the weights [M / group, C / group * k] by the columns (each input window
+laid out as one column, im2col) through BLAS (rnnloop.codegen.blas) for most shapes: the weights'
+row-major layout is already the product's, so nothing is laid out at load and a W computed at run
+time costs the same. The columns are made for CHUNK elements at a time, so that they stay in
+cache between being written and being read by the product; a 1x1 convolution without strides or
+pads reads its input as the columns. A direct loop nest (each weight times a shifted input row,
+added to an output row) where the product would have one row per group (depthwise) or a short
+inner dimension.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+from numba import cfunc, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from ..interp.conv_ops import AUTO_PADS
+from ..ir import Op
+from . import blas
+from .emitter import NoRule, Var, dtype_name, shape_tuple
+from .kernel import LoopGen, emits
+
+_MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64
+CHUNK = 1 << 16  # elements of columns made per product: 256 KiB of float32, within L2
+DIRECT_MAX_K = 16  # at most this many products per output element (C / group * kernel size): direct loops
+
+
+@njit(cache=True, nogil=True)
+def _window(count, stride, offset, size):
+    """[lo, hi): the positions o < count whose index o * stride + offset lies in [0, size)."""
+    lo = max(0, -(offset // stride))
+    hi = min(count, (size - 1 - offset) // stride + 1)
+    return lo, max(lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def conv(x, w, bias, out, geometry):
+    """out = Conv(x, w) + bias on 5-d C-contiguous arrays: x [N, C, D, H, W], w [M, C / group, kd, kh, kw],
+    out [N, M, OD, OH, OW]; bias [M] or empty; geometry (strides, dilations, pads before: three each;
+    group). Returns 0, or 1 without computing when the sizes do not agree (the rule checks them: a
+    bug of ours)."""
+    group = geometry[9]
+    M, Cg = w.shape[0], w.shape[1]
+    if (group < 1 or x.shape[1] != Cg * group or M % group or bias.size not in (0, M) or out.shape[0] != x.shape[0]
+            or out.shape[1] != M or min(geometry) < 0 or min(geometry[:6]) < 1):
+        return 1
+    Mg = M // group
+    K = Cg * w.shape[2] * w.shape[3] * w.shape[4]
+    if Mg == 1 or K <= DIRECT_MAX_K:
+        _conv_direct(x, w, bias, out, geometry)
+    else:
+        _conv_product(x, w, bias, out, geometry)
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _conv_direct(x, w, bias, out, geometry):
+    """Per output row, each weight times the input row it meets, added to it. (Loops over views from
+    0: Numba wraps a negative index around, and a loop from a computed start does not vectorise.)"""
+    sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry
+    N = x.shape[0]
+    D, H, W = x.shape[2], x.shape[3], x.shape[4]
+    M, Cg, kd, kh, kw = w.shape
+    Mg = M // group
+    OD, OH, OW = out.shape[2], out.shape[3], out.shape[4]
+    for n in range(N):
+        for m in range(M):
+            base = (m // Mg) * Cg
+            b = bias[m] if bias.size else 0.0
+            for od in range(OD):
+                for oh in range(OH):
+                    row = out[n, m, od, oh]
+                    for t in range(OW):
+                        row[t] = b
+                    for c in range(Cg):
+                        for a in range(kd):
+                            i = od * sd + a * dd - pd
+                            if i < 0 or i >= D:
+                                continue
+                            for e in range(kh):
+                                j = oh * sh + e * dh - ph
+                                if j < 0 or j >= H:
+                                    continue
+                                src = x[n, base + c, i, j]
+                                for f in range(kw):
+                                    v = w[m, c, a, e, f]
+                                    offw = f * dw - pw
+                                    w0, w1 = _window(OW, sw, offw, W)
+                                    if w1 > w0:
+                                        _axpy(row[w0:w1], v, src[w0 * sw + offw:], sw)
+
+
+@njit(cache=True, nogil=True)
+def _axpy(y, v, x, step):
+    """y += v * x[::step] (as many as y holds)."""
+    if step == 1:
+        for t in range(y.size):
+            y[t] += v * x[t]
+    else:
+        for t in range(y.size):
+            y[t] += v * x[t * step]
+
+
+@njit(cache=True, nogil=True)
+def _conv_product(x, w, bias, out, geometry):
+    """Per image, group and chunk of output positions: the columns, then weights x columns by BLAS."""
+    sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry
+    N, C = x.shape[0], x.shape[1]
+    M, Cg, kd, kh, kw = w.shape
+    Mg = M // group
+    K = Cg * kd * kh * kw
+    OD, OH, OW = out.shape[2], out.shape[3], out.shape[4]
+    L = OD * OH * OW
+    weights = w.reshape((M, K))
+    flat = out.reshape((N, M, L))
+    pointwise = K == Cg and sd == 1 and sh == 1 and sw == 1 and pd == 0 and ph == 0 and pw == 0
+    inputs = x.reshape((N, C, x.shape[2] * x.shape[3] * x.shape[4]))
+    # The group's input with its pads, as far as windows reach: [Cg, Dp, Hp, Wp].
+    Dp = max(x.shape[2] + pd, (OD - 1) * sd + (kd - 1) * dd + 1)
+    Hp = max(x.shape[3] + ph, (OH - 1) * sh + (kh - 1) * dh + 1)
+    Wp = max(x.shape[4] + pw, (OW - 1) * sw + (kw - 1) * dw + 1)
+    xp = np.zeros((0 if pointwise else Cg, Dp, Hp, Wp), out.dtype)
+    chunk = L if pointwise else max(1, min(L, CHUNK // K))
+    cols = np.empty((0 if pointwise else K, chunk), out.dtype)
+    for n in range(N):
+        for g in range(group):
+            a = weights[g * Mg:(g + 1) * Mg]
+            if not pointwise:
+                _pad(x, n, g * Cg, xp, pd, ph, pw)
+            for l0 in range(0, L, chunk):
+                lc = min(chunk, L - l0)
+                target = flat[n, g * Mg:(g + 1) * Mg, l0:l0 + lc]
+                if pointwise:
+                    _MATMUL(a, inputs[n, g * Cg:(g + 1) * Cg], target)
+                else:
+                    _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols)
+                    _MATMUL(a, cols[:, :lc], target)
+                if bias.size:
+                    for m in range(Mg):
+                        _add(target[m], bias[g * Mg + m])
+
+
+@njit(cache=True, nogil=True)
+def _pad(x, n, first, xp, pd, ph, pw):
+    """xp[c, pd + i, ph + j, pw + k] = x[n, first + c, i, j, k] (xp's pads are zeros already)."""
+    for c in range(xp.shape[0]):
+        for i in range(x.shape[2]):
+            for j in range(x.shape[3]):
+                _run(xp[c, pd + i, ph + j], pw, x[n, first + c, i, j], 0, x.shape[4], 1)
+
+
+@njit(cache=True, nogil=True)
+def _add(y, b):
+    for t in range(y.size):
+        y[t] += b
+
+
+@njit(cache=True, nogil=True)
+def _run(dst, d0, src, s0, count, step):
+    """dst[d0 + t] = src[s0 + t * step] for t < count, on 1-d arrays. (Unsigned indices: Numba wraps
+    a negative signed index around, and that test in the loop keeps it from vectorising: 8x slower.)"""
+    d, s, k = np.uint64(d0), np.uint64(s0), np.uint64(step)
+    if step == 1:
+        for t in range(np.uint64(count)):
+            dst[d + t] = src[s + t]
+    else:
+        for t in range(np.uint64(count)):
+            dst[d + t] = src[s + t * k]
+
+
+@njit(cache=True, nogil=True)
+def _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols):
+    """cols[r, q] = the element of the padded input xp [Cg, Dp, Hp, Wp] that weight r (channel, then
+    kernel offsets) meets at output position l0 + q, for q < lc."""
+    sd, sh, sw, dd, dh, dw = geometry[0], geometry[1], geometry[2], geometry[3], geometry[4], geometry[5]
+    Dp, Hp, Wp = xp.shape[1], xp.shape[2], xp.shape[3]
+    source = xp.reshape(-1)
+    target = cols.reshape(-1)
+    stride = cols.shape[1]
+    first_row, last_row = l0 // OW, (l0 + lc - 1) // OW  # the output rows (od, oh) the chunk meets
+    r = 0
+    for c in range(xp.shape[0]):
+        for a in range(kd):
+            for e in range(kh):
+                for f in range(kw):
+                    at = r * stride - l0
+                    for row in range(first_row, last_row + 1):
+                        od, oh = divmod(row, OH)
+                        start = max(row * OW, l0)
+                        end = min(row * OW + OW, l0 + lc)
+                        origin = ((c * Dp + od * sd + a * dd) * Hp + oh * sh + e * dh) * Wp + f * dw
+                        _run(target, at + start, source, origin + (start - row * OW) * sw, end - start, sw)
+                    r += 1
+
+
+@njit(cache=True, nogil=True)
+def conv_transpose(x, w, bias, out, geometry):
+    """out = ConvTranspose(x, w) + bias on 5-d C-contiguous arrays: x [N, C, D, H, W],
+    w [C, M / group, kd, kh, kw], out [N, M, OD, OH, OW]; bias [M] or empty; geometry (strides,
+    dilations, elements cut from the beginning of the full result: three each; group). Per image
+    and group, the columns are W^T x by BLAS; each column element is then added where it lands.
+    Returns 0, or 1 when the sizes do not agree (as conv)."""
+    sd, sh, sw, dd, dh, dw, cd, ch, cw, group = geometry
+    N, C = x.shape[0], x.shape[1]
+    D, H, W = x.shape[2], x.shape[3], x.shape[4]
+    Mg, kd, kh, kw = w.shape[1], w.shape[2], w.shape[3], w.shape[4]
+    if (group < 1 or w.shape[0] != C or C % group or bias.size not in (0, Mg * group) or out.shape[0] != N
+            or out.shape[1] != Mg * group or min(geometry[:6]) < 1):
+        return 1
+    Cg = C // group
+    K = kd * kh * kw
+    OD, OH, OW = out.shape[2], out.shape[3], out.shape[4]
+    inputs = x.reshape((N, C, D * H * W))
+    weights = w.reshape((C, Mg * K))
+    cols = np.empty((Mg * K, D * H * W), out.dtype)
+    for n in range(N):
+        for m in range(Mg * group):
+            b = bias[m] if bias.size else 0.0
+            for od in range(OD):
+                for oh in range(OH):
+                    for ow in range(OW):
+                        out[n, m, od, oh, ow] = b
+        for g in range(group):
+            _MATMUL(weights[g * Cg:(g + 1) * Cg].T, inputs[n, g * Cg:(g + 1) * Cg], cols)
+            r = 0
+            for m in range(Mg):
+                for a in range(kd):
+                    for e in range(kh):
+                        for f in range(kw):
+                            offd, offh, offw = a * dd - cd, e * dh - ch, f * dw - cw
+                            d0, d1 = _window(D, sd, offd, OD)
+                            h0, h1 = _window(H, sh, offh, OH)
+                            w0, w1 = _window(W, sw, offw, OW)
+                            for i in range(d0, d1):
+                                for j in range(h0, h1):
+                                    at = (i * H + j) * W
+                                    for t in range(w0, w1):
+                                        out[n, g * Mg + m, i * sd + offd, j * sh + offh, t * sw + offw] += cols[r, at + t]
+                            r += 1
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels call conv and conv_transpose through a symbol, compiled once per dtype (as simd.py's
+# product): called as Numba functions, their code was linked into every kernel calling them, and
+# compiling such a kernel took 5-6 s more (a kernel of one Conv, numba 0.68). A kernel module
+# calls require(name) for each entry it uses (kernel.py writes those lines), so that a kernel
+# loaded from Numba's cache finds the symbol.
+
+_ENTRIES = {f"{kind}_{dtype}": dtype for kind in ("conv", "conv_transpose") for dtype in ("float32", "float64")}
+_SIZES = 5 + 5 + 1 + 5 + 10  # the sizes of x, w, bias and out, and the geometry, passed as one int64 array
+
+
+@intrinsic
+def _c_array(typingctx, address, shape, dtype):
+    """The C-contiguous array of `dtype` (a NumPy scalar type) at `address`, of `shape` (a tuple of
+    ints): a view of memory the kernel calling the entry keeps alive, so without reference counting."""
+    array = types.Array(dtype.instance_type, len(shape), "C")
+
+    def codegen(context, builder, sig, args):
+        from numba.np.arrayobj import populate_array
+        address, shape, _ = args
+        out = context.make_array(array)(context, builder)
+        element = context.get_data_type(array.dtype)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(element))
+        strides, step = [], itemsize
+        for size in reversed(cgutils.unpack_tuple(builder, shape)):
+            strides.insert(0, step)
+            step = builder.mul(step, size)
+        populate_array(out, data=builder.inttoptr(address, element.as_pointer()), shape=shape,
+                       strides=cgutils.pack_array(builder, strides), itemsize=itemsize, meminfo=None)
+        return out._getvalue()
+    return array(address, shape, dtype), codegen
+
+
+@njit(nogil=True)
+def _arguments(dtype, xa, wa, ba, oa, sa):
+    """(x, w, bias, out, geometry) of an entry: the arrays at these addresses, their sizes (and the
+    geometry) read from the int64 array at sa."""
+    z = _c_array(sa, (_SIZES,), np.int64)
+    x = _c_array(xa, (z[0], z[1], z[2], z[3], z[4]), dtype)
+    w = _c_array(wa, (z[5], z[6], z[7], z[8], z[9]), dtype)
+    bias = _c_array(ba, (z[10],), dtype)
+    out = _c_array(oa, (z[11], z[12], z[13], z[14], z[15]), dtype)
+    return x, w, bias, out, (z[16], z[17], z[18], z[19], z[20], z[21], z[22], z[23], z[24], z[25])
+
+
+# One function per entry for cfunc (and Numba's cache) to compile on its own.
+def _conv_float32(x, w, bias, out, sizes):
+    return conv(*_arguments(np.float32, x, w, bias, out, sizes))
+
+
+def _conv_float64(x, w, bias, out, sizes):
+    return conv(*_arguments(np.float64, x, w, bias, out, sizes))
+
+
+def _conv_transpose_float32(x, w, bias, out, sizes):
+    return conv_transpose(*_arguments(np.float32, x, w, bias, out, sizes))
+
+
+def _conv_transpose_float64(x, w, bias, out, sizes):
+    return conv_transpose(*_arguments(np.float64, x, w, bias, out, sizes))
+
+
+@functools.cache
+def _external(name: str) -> types.ExternalFunction:
+    """Entry `name` (conv_float32, ...) compiled as a C function and registered with LLVM by its
+    symbol; compiled once per machine (Numba's cache), loaded from it by later processes."""
+    signature = types.intp(*[types.intp] * 5)
+    compiled = cfunc(signature, nopython=True, nogil=True, cache=True)(globals()[f"_{name}"])
+    symbol = f"rnnloop_{name}"
+    llvm.add_symbol(symbol, compiled.address)
+    return types.ExternalFunction(symbol, signature)
+
+
+def require(name: str) -> None:
+    """Make entry `name` callable by kernels (a generated module calls this when it is imported)."""
+    _external(name)
+
+
+def _caller(name: str):
+    """The intrinsic kernels call entry `name` by, on arrays (x, w, bias, out: 5-d, 5-d, 1-d and 5-d,
+    C-contiguous, of the entry's dtype) and the geometry (a tuple of 10 ints); it returns the entry's
+    status. Typing it registers the symbol."""
+    dtype = _ENTRIES[name]
+
+    @intrinsic
+    def call(typingctx, x, w, bias, out, geometry):
+        arrays = (x, w, bias, out)
+        if (not all(isinstance(a, types.Array) for a in arrays) or [a.ndim for a in arrays] != [5, 5, 1, 5]
+                or any(a.layout != "C" or str(a.dtype) != dtype for a in arrays)
+                or not isinstance(geometry, types.UniTuple) or geometry.count != 10
+                or not isinstance(geometry.dtype, types.Integer)):
+            return None  # a typing error: the rule passes nothing else
+        external = _external(name)
+
+        def codegen(context, builder, signature, args):
+            intp = context.get_value_type(types.intp)
+            addresses, sizes = [], []
+            for ty, value in zip(arrays, args[:4]):
+                array = context.make_array(ty)(context, builder, value)
+                addresses.append(builder.ptrtoint(array.data, intp))
+                sizes += cgutils.unpack_tuple(builder, array.shape)
+            sizes += [context.cast(builder, v, geometry.dtype, types.intp)
+                      for v in cgutils.unpack_tuple(builder, args[4])]
+            block = cgutils.alloca_once(builder, intp, size=len(sizes))
+            for k, v in enumerate(sizes):
+                builder.store(v, builder.gep(block, [ir.Constant(intp, k)]))
+            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(intp, [intp] * 5),
+                                                      external.symbol)
+            return builder.call(function, addresses + [builder.ptrtoint(block, intp)])
+        return types.intp(x, w, bias, out, geometry), codegen
+    return call
+
+
+conv_float32, conv_float64 = _caller("conv_float32"), _caller("conv_float64")
+conv_transpose_float32, conv_transpose_float64 = _caller("conv_transpose_float32"), _caller("conv_transpose_float64")
+
+
+# ---------------------------------------------------------------------------------------------
+# The rules
+
+
+def _floats(op: Op, *values: Var | None) -> np.dtype:
+    """The dtype of a convolution whose inputs are all arrays of one compiled float dtype."""
+    x = values[0]
+    for v in values:
+        if v is not None and (v.kind == "scalar" or v.dtype != x.dtype):
+            raise NoRule(f"{op.op_type} inputs of mixed dtypes or a literal")
+    if x.dtype.name not in ("float32", "float64"):
+        raise NoRule(f"{op.op_type} of {x.dtype} is not compiled (compiled: float32, float64)")
+    if x.rank not in (3, 4, 5) or values[1].rank != x.rank:
+        raise NoRule(f"{op.op_type} of rank {x.rank} by rank {values[1].rank} is not compiled "
+                     "(compiled: 1 to 3 spatial axes, W of X's rank)")
+    if len(values) > 2 and values[2] is not None and values[2].rank != 1:
+        raise NoRule("a bias of rank other than 1")
+    return x.dtype
+
+
+def _attr_ints(op: Op, name: str, count: int, default: int, minimum: int) -> list[int]:
+    """An attribute of `count` integers of at least `minimum` (else the interpreter reports it)."""
+    value = op.attrs.get(name)
+    values = [default] * count if value is None else [int(v) for v in value]
+    if len(values) != count or any(v < minimum for v in values):
+        raise NoRule(f"{name} {values} is not {count} values of at least {minimum}")
+    return values
+
+
+def _common(g: LoopGen, op: Op, x: Var, w: Var) -> tuple[str, int, int]:
+    """auto_pad, group and the spatial rank, checked when generating; and the run-time check of
+    kernel_shape against W."""
+    auto_pad = op.attrs.get("auto_pad", "NOTSET")
+    if auto_pad not in AUTO_PADS:
+        raise NoRule(f"auto_pad '{auto_pad}'")
+    group = int(op.attrs.get("group", 1))
+    if group < 1:
+        raise NoRule(f"group {group}")
+    rank = x.rank - 2
+    kernel = op.attrs.get("kernel_shape")
+    if kernel is not None:
+        kernel = _attr_ints(op, "kernel_shape", rank, 1, 0)
+        dims = [w.dim(2 + a) for a in range(rank)]
+        g.fail_if(" or ".join(f"{d} != {k}" for d, k in zip(dims, kernel)), op,
+                  f"kernel_shape {kernel} does not match W's spatial shape {{after}}",
+                  shapes=(shape_tuple([str(k) for k in kernel]), shape_tuple(dims), rank))
+    return auto_pad, group, rank
+
+
+def _int64s(values: list[str]) -> str:
+    """A tuple of int64 values (np.int64 of each: a literal would compile a specialisation per value)."""
+    return shape_tuple([f"np.int64({v})" for v in values])
+
+
+def _as5(expr: str, dims: list[str]) -> str:
+    """The C-contiguous array `expr` of [N, C, spatial...] as [N, C, D, H, W]."""
+    full = dims[:2] + ["1"] * (5 - len(dims)) + dims[2:]
+    return f"{expr}.reshape({shape_tuple(full)})"
+
+
+def _bias(g: LoopGen, op: Op, b: Var | None, channels: str, dtype: np.dtype) -> str:
+    if b is None:
+        return f"np.empty(0, {dtype_name(dtype)})"
+    g.fail_if(f"{b.dim(0)} != {channels}", op, "B has {a} values; it needs one per output channel ({b})",
+              a=b.dim(0), b=channels)
+    return g.contiguous(b)
+
+
+def _call(g: LoopGen, op: Op, entry: str, args: list[str]) -> None:
+    """The call of an entry; a status other than 0 (sizes that do not agree: a bug of ours) runs
+    the op in the interpreter instead, with a warning."""
+    g.fail_if(f"_cv.{entry}({', '.join(args)}) != 0", op,
+              "rnnloop internal error: the convolution's sizes do not agree; please report it", fallback=True)
+
+
+@emits("Conv")
+def emit_conv(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """Output sizes from the input's (and the pads auto_pad asks for), checked; then conv()."""
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    dtype = _floats(op, x, w, b)
+    auto_pad, group, rank = _common(g, op, x, w)
+    strides = _attr_ints(op, "strides", rank, 1, 1)
+    dilations = _attr_ints(op, "dilations", rank, 1, 1)
+    pads = _attr_ints(op, "pads", 2 * rank, 0, 0) if auto_pad == "NOTSET" else [0] * (2 * rank)
+    dtype, _ = g.out_type(op.outputs[0], x.rank, dtype)
+    emit = g.body
+    g.fail_if(f"{x.dim(1)} != {w.dim(1)} * {group}", op,
+              f"X has {{a}} channels but W expects {{b}} (its axis 1 x group {group}); W is [M, C / group, kernel...]",
+              a=x.dim(1), b=f"{w.dim(1)} * {group}")
+    if group > 1:
+        g.fail_if(f"{w.dim(0)} % {group} != 0", op, f"W has {{a}} output channels, which group {group} does not "
+                  "divide", a=w.dim(0))
+    begins, outs = [], []
+    for a in range(rank):
+        size, s, d = x.dim(2 + a), strides[a], dilations[a]
+        span, begin, size_out = (emit.fresh(f"{v}{a}") for v in ("span", "begin", "out"))
+        emit(f"{span} = ({w.dim(2 + a)} - 1) * {d} + 1")
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            total = emit.fresh(f"total{a}")
+            emit(f"{size_out} = -(-{size} // {s})")
+            emit(f"{total} = max(0, ({size_out} - 1) * {s} + {span} - {size})")
+            emit(f"{begin} = {total} // 2" if auto_pad == "SAME_UPPER" else f"{begin} = {total} - {total} // 2")
+            padded = f"{size} + {total}"
+        else:
+            emit(f"{begin} = {pads[a]}")
+            padded = f"{size} + {pads[a] + pads[a + rank]}"
+            emit(f"{size_out} = ({padded} - {span}) // {s} + 1")
+        g.fail_if(f"{padded} < {span}", op, f"the kernel spans {{a}} elements of spatial axis {a}, more than the "
+                  "{b} of the padded input", a=span, b=padded)
+        begins.append(begin)
+        outs.append(size_out)
+    out = g.buffer(op.outputs[0], dtype, [x.dim(0), w.dim(0)] + outs)
+    geometry = _int64s(["1"] * (3 - rank) + [str(s) for s in strides] + ["1"] * (3 - rank)
+                       + [str(d) for d in dilations] + ["0"] * (3 - rank) + begins + [str(group)])
+    x5 = _as5(g.contiguous(x), [x.dim(k) for k in range(x.rank)])
+    w5 = _as5(g.contiguous(w), [w.dim(k) for k in range(w.rank)])
+    o5 = _as5(out, [x.dim(0), w.dim(0)] + outs)
+    _call(g, op, f"conv_{dtype.name}", [x5, w5, _bias(g, op, b, w.dim(0), dtype), o5, geometry])
+    return [Var(out, dtype, x.rank, "buffer", tuple([x.dim(0), w.dim(0)] + outs))]
+
+
+@emits("ConvTranspose")
+def emit_conv_transpose(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
+    """Output sizes from the input's, output_padding, pads or output_shape (transpose_geometry's
+    rules as expressions), checked; then conv_transpose()."""
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    dtype = _floats(op, x, w, b)
+    auto_pad, group, rank = _common(g, op, x, w)
+    strides = _attr_ints(op, "strides", rank, 1, 1)
+    dilations = _attr_ints(op, "dilations", rank, 1, 1)
+    output_padding = _attr_ints(op, "output_padding", rank, 0, 0)
+    shape = op.attrs.get("output_shape")
+    if shape is not None:
+        shape = [int(v) for v in shape]
+        shape = shape[2:] if len(shape) == rank + 2 else shape  # (the whole shape, as some exporters give it)
+        if len(shape) != rank or min(shape) < 0:
+            raise NoRule(f"output_shape {shape}")
+    pads = _attr_ints(op, "pads", 2 * rank, 0, 0) if auto_pad == "NOTSET" and shape is None else [0] * (2 * rank)
+    dtype, _ = g.out_type(op.outputs[0], x.rank, dtype)
+    emit = g.body
+    g.fail_if(f"{x.dim(1)} != {w.dim(0)}", op, "X has {a} channels but W has {b}; W is [C, M / group, kernel...]",
+              a=x.dim(1), b=w.dim(0))
+    if group > 1:
+        g.fail_if(f"{x.dim(1)} % {group} != 0", op, f"X has {{a}} channels, which group {group} does not divide",
+                  a=x.dim(1))
+    cuts, outs = [], []
+    for a in range(rank):
+        size, s, d = x.dim(2 + a), strides[a], dilations[a]
+        full, cut, size_out = (emit.fresh(f"{v}{a}") for v in ("full", "cut", "out"))
+        emit(f"{full} = {s} * ({size} - 1) + {output_padding[a]} + ({w.dim(2 + a)} - 1) * {d} + 1")
+        if shape is not None:
+            emit(f"{size_out} = {shape[a]}")
+            total = f"({full} - {size_out})"
+            emit(f"{cut} = {total} // 2" if auto_pad == "SAME_UPPER" else f"{cut} = {total} - {total} // 2")
+        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            total = emit.fresh(f"total{a}")
+            emit(f"{total} = max(0, {full} - {size} * {s})")
+            emit(f"{cut} = {total} // 2" if auto_pad == "SAME_UPPER" else f"{cut} = {total} - {total} // 2")
+            emit(f"{size_out} = {full} - {total}")
+        else:
+            emit(f"{cut} = {pads[a]}")
+            emit(f"{size_out} = {full} - {pads[a] + pads[a + rank]}")
+            g.fail_if(f"{size_out} < 0", op, f"pads {pads[a]}, {pads[a + rank]} remove more than the {{a}} elements of "
+                      f"the full result on spatial axis {a}", a=full)
+        cuts.append(cut)
+        outs.append(size_out)
+    channels = f"{w.dim(1)} * {group}"
+    out = g.buffer(op.outputs[0], dtype, [x.dim(0), channels] + outs)
+    geometry = _int64s(["1"] * (3 - rank) + [str(s) for s in strides] + ["1"] * (3 - rank)
+                       + [str(d) for d in dilations] + ["0"] * (3 - rank) + cuts + [str(group)])
+    x5 = _as5(g.contiguous(x), [x.dim(k) for k in range(x.rank)])
+    w5 = _as5(g.contiguous(w), [w.dim(k) for k in range(w.rank)])
+    o5 = _as5(out, [x.dim(0), channels] + outs)
+    _call(g, op, f"conv_transpose_{dtype.name}", [x5, w5, _bias(g, op, b, channels, dtype), o5, geometry])
+    return [Var(out, dtype, x.rank, "buffer", tuple([x.dim(0), channels] + outs))]
