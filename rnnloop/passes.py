@@ -88,11 +88,17 @@ def _fold(op, constants: dict) -> list[np.ndarray] | None:
     return [r.copy() if r.base is not None or not r.flags.c_contiguous else r for r in results]
 
 
+# Ops whose outputs after the first are optional, each computed only when named.
+_OPTIONAL_OUTPUTS = frozenset({"MaxPool", "LayerNormalization"})
+
+
 def eliminate_dead_code(graph: Graph) -> Graph:
     """The graph without the ops and constants whose results nothing reads, in it and its subgraphs.
 
     IR ops have no side effects, so an op whose outputs no later op and no graph output reads can go
-    (a Network's while condition leaves its first computation in the body unread, for one).
+    (a Network's while condition leaves its first computation in the body unread, for one). An
+    optional output that costs work and that nothing reads (MaxPool's Indices: OpenVINO's MaxPool-8
+    always has them) is dropped from its op.
     """
     live = set(graph.outputs)
     kept = []
@@ -101,6 +107,8 @@ def eliminate_dead_code(graph: Graph) -> Graph:
             continue
         if op.subgraphs:
             op = _with_subgraphs(op, eliminate_dead_code)
+        if op.op_type in _OPTIONAL_OUTPUTS and any(n and n not in live for n in op.outputs[1:]):
+            op = dataclasses.replace(op, outputs=op.outputs[:1] + [n if n in live else "" for n in op.outputs[1:]])
         live.update(n for n in op.inputs if n)
         kept.append(op)
     kept.reverse()

@@ -315,7 +315,7 @@ def emit_batchnormalization(g: LoopGen, op: Op, ins: list[Var | None]) -> list[V
         raise NoRule("training mode")
     x = _data(ins[0], op)
     channels = x.dim(1)
-    params = [_vector(g, op, v, what, channels, "channel (axis 1 of X)")
+    params = [_vector(g, op, v, what, channels, "channel (axis 1 of the input)")
               for v, what in zip(ins[1:5], ("scale", "B", "input_mean", "input_var"))]
     dtype, rank = g.out_type(op.outputs[0], x.rank, x.dtype)
     y = g.buffer(op.outputs[0], dtype, _out_dims(x))

@@ -215,8 +215,12 @@ def run_globalmaxpool(X: np.ndarray) -> np.ndarray:
 def _per_channel(v: np.ndarray, what: str, channels: int, dtype: np.dtype) -> np.ndarray:
     """A 1-D input of one value per channel (axis 1 of the data), checked, in `dtype`."""
     v = np.asarray(v)
-    if v.ndim != 1 or v.shape[0] != channels:
-        raise OpError(f"{what} has shape {v.shape}; it must hold one value per channel: ({channels},)")
+    if v.ndim != 1:
+        raise OpError(f"{what} has shape {v.shape}; it must be 1-D, one value per channel (axis 1 of the input): "
+                      f"{channels}")
+    if v.shape[0] != channels:
+        raise OpError(f"{what} has {v.shape[0]} values; it must hold one per channel (axis 1 of the input): "
+                      f"{channels}")
     return v.astype(dtype, copy=False)
 
 
