@@ -24,6 +24,9 @@ _SAME_TYPE = frozenset({"Affine", "ScaledTanh", "GroupNormalization", "MeanVaria
 # Ops whose IR form is newer than OPSET: inferred by the schema of that version.
 _NEWER = {"AveragePool": 19}
 _DATA_LIMIT = 4096  # elements of a constant input passed to inference as data
+# Ops whose output ONNX's inference leaves without a shape unless their sizes are constants: their
+# rank from interp.signal_ops.output_type.
+_SIGNAL = frozenset({"STFT", "DFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"})
 
 
 def schema(op_type: str) -> defs.OpSchema | None:
@@ -52,7 +55,11 @@ def infer(op: Op, types: list[Type | None], values: dict[str, np.ndarray]) -> li
         reason = str(e).split("] ", 1)[-1].strip()
         raise BuildError(f"{op.where()}: its inputs ({shown}) or attributes ({_attrs(op.attrs)}) do not fit "
                          f"the op: {reason}") from None
-    return [ir_type(inferred[n]) if n in inferred else None for n in op.outputs]
+    outs = [ir_type(inferred[n]) if n in inferred else None for n in op.outputs]
+    if op.op_type in _SIGNAL and (outs[0] is None or outs[0].shape is None):  # (sizes ONNX could not compute)
+        from .interp.signal_ops import output_type
+        outs[0] = output_type(op, types) or outs[0]
+    return outs
 
 
 def _attrs(attrs: dict[str, Any]) -> str:

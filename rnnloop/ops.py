@@ -74,6 +74,13 @@ OPS: dict[str, str] = {
     "DepthToSpace": "channels moved into blocks of height and width (DCR or CRD order)",
     "SpaceToDepth": "blocks of height and width moved into channels (DCR or CRD order)",
     "ReverseSequence": "the first sequence_lens[i] steps of each batch entry reversed along time_axis",
+    # audio front ends (rnnloop/interp/signal_ops.py); complex values as a last axis of (real, imaginary)
+    "STFT": "the DFT of each windowed frame of frame_length samples, frame_step apart (onesided: the unique bins)",
+    "DFT": "the discrete Fourier transform along axis, or its inverse; onesided: RFFT or IRFFT",
+    "HannWindow": "0.5 - 0.5 cos(2 pi n / N), N = size (periodic) or size - 1",
+    "HammingWindow": "25/46 - 21/46 cos(2 pi n / N), N = size (periodic) or size - 1",
+    "BlackmanWindow": "0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N), N = size (periodic) or size - 1",
+    "MelWeightMatrix": "[dft_length // 2 + 1, num_mel_bins] triangular mel filters between two edges in hertz",
     # sequences and optionals
     "SequenceEmpty": "an empty sequence", "SequenceConstruct": "a sequence of the inputs",
     "SequenceInsert": "the sequence with a tensor inserted at position (default: the end)",

@@ -43,6 +43,10 @@ EXCLUDED: dict[str, str] = {
     **{name: "training-mode BatchNormalization (batch statistics, running-statistics outputs); rnnloop runs "
              "inference only and rejects training_mode=1 by name"
        for name in ("test_batchnorm_example_training_mode", "test_batchnorm_epsilon_training_mode")},
+    **{name: "the expected imaginary part of the Nyquist bin is complex64 rounding noise (1.9e-7 where the exact "
+             "value is 0) above the test's atol of 1e-7; rnnloop's result is exact to float32 (onnxruntime's is off "
+             "by 1.3e-5); tests/test_signal_ops.py compares the same data at float32 tolerance"
+       for name in ("test_dft_inverse", "test_dft_inverse_opset19")},
 }
 
 # Tests onnx's runner cannot compare: it recurses into a sequence output's elements as if each were a

@@ -112,7 +112,7 @@ class ModuleGen:
         self.functions: list[str] = []
         self.errors: list[tuple[str, str]] = []
         self.fallbacks: set[int] = set()
-        self.names: set[str] = {"math", "np", "njit", "_m", "_r", "_b", "_rz", "_cv", "kernel", "status", "max_iter", "trip", "cond", "limit", "t"}
+        self.names: set[str] = {"math", "np", "njit", "_m", "_r", "_b", "_rz", "_cv", "_s", "_sig", "kernel", "status", "max_iter", "trip", "cond", "limit", "t"}
         self.loops = 0
         self.helpers: dict[str, str] = {}
         self.products: set[str] = set()  # dtypes of the packed products called (simd.require)
@@ -162,6 +162,8 @@ class ModuleGen:
         if "_s." in code:  # imported only where used: see cache.OPTIONAL_MODULES
             header += "from rnnloop.codegen import simd as _s\n"
             header += "".join(f"_s.require({dtype!r})\n" for dtype in sorted(self.products))
+        if "_sig." in code:  # (likewise)
+            header += "from rnnloop.codegen import signal as _sig\n"
         if "_rz." in code:  # imported only where used: see cache.OPTIONAL_MODULES
             header += "from rnnloop.codegen import resize_rt as _rz\n"
         if "_cv." in code:  # (likewise; each convolution entry called made callable first, as simd's products)
@@ -878,7 +880,7 @@ def emit_ops(g: LoopGen, graph: Graph, invariants: set[str], hoist: bool = True)
 def _emit_op(g: LoopGen, op: Op, hoist: bool = True) -> None:
     """One body op: a comment naming it, then its rule's code, in the loop or (with `hoist`, when
     it reads only invariants) before it."""
-    from . import conv, nn, reductions, resize, rules, shapes, small_ops  # noqa: F401  (they register the rules)
+    from . import conv, nn, reductions, resize, rules, shapes, signal, small_ops  # noqa: F401  (they register the rules)
     from .scalar import ELEMENTWISE
     if isinstance(op, Loop):
         g.body(f"# {code_text(op.where())}")

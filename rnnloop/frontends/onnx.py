@@ -15,7 +15,7 @@ from ..builder import Builder
 from ..errors import ModelError, UnsupportedModelError
 from ..interp.graph import RUNNERS  # importing graph registers every op function
 from ..ir import Graph, OptionalType, Origin, SequenceType, TensorType, Type
-from . import onnx_control, onnx_nn, onnx_ops, onnx_rnn, onnx_small_ops  # noqa: F401  (register the converters)
+from . import onnx_control, onnx_nn, onnx_ops, onnx_rnn, onnx_signal, onnx_small_ops  # noqa: F401  (register the converters)
 from .registry import CONVERTERS, Unsupported, find_converter, unsupported_listing
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
