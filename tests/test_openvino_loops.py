@@ -1,4 +1,4 @@
-"""OpenVINO IR: the reader, TensorIterator-1 and Loop-5.
+"""OpenVINO IR: the reader, TensorIterator-1, Loop-5 and If-8.
 
 The hand-written fixture under tests/data runs without OpenVINO. With the openvino package, models
 are built with its opset API, saved as IR, and checked against OpenVINO's CPU plugin (forced to f32)
@@ -290,6 +290,47 @@ def test_loop_whose_carried_value_grows_each_iteration(ov, tmp_path):
         got, = rnnloop.load(path).run(None, feeds)
     np.testing.assert_array_equal(got, [5, 6, 7, 8, 9])
     np.testing.assert_array_equal(got, _openvino_run(ov, path, feeds)[0])
+
+
+def _if_model(ov):
+    """relu(x + y) if c else relu(2 x): the branches bind different inputs (else never reads y)."""
+    import openvino.opset8 as ops
+    cond = ops.parameter([], np.bool_, name="c")
+    x, y = ops.parameter([2, 3], np.float32, name="x"), ops.parameter([2, 3], np.float32, name="y")
+    tx, ty, ex = (ops.parameter([2, 3], np.float32) for _ in range(3))
+    then_res = ops.result(ops.add(tx, ty))
+    else_res = ops.result(ops.multiply(ex, ops.constant(np.float32(2))))
+    branch = ops.if_op(cond)
+    branch.set_then_body(ov.Model([then_res], [tx, ty]))
+    branch.set_else_body(ov.Model([else_res], [ex]))
+    branch.set_input(x.output(0), tx, ex)
+    branch.set_input(y.output(0), ty, None)
+    out = branch.set_output(then_res, else_res)
+    return ov.Model([ops.result(ops.relu(out))], [cond, x, y], "iffy")
+
+
+def test_an_if_runs_the_branch_its_condition_picks_and_compiles_into_a_native_if(ov, backend, tmp_path):
+    path = _save(ov, _if_model(ov), tmp_path)
+    session = rnnloop.load(path, backend=backend)
+    if backend == "numba":
+        assert "If 'If_" in session.explain() and "compiled into one kernel" in session.explain()
+    rng = np.random.default_rng(0)
+    for flag in (True, False, True):
+        feeds = {"c": np.array(flag), "x": rng.standard_normal((2, 3)).astype(np.float32),
+                 "y": rng.standard_normal((2, 3)).astype(np.float32)}
+        want = np.maximum(feeds["x"] + feeds["y"] if flag else 2 * feeds["x"], 0)
+        got, = session.run(None, feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        np.testing.assert_allclose(got, _openvino_run(ov, path, feeds)[0], rtol=1e-6)
+
+
+def test_an_if_without_an_else_body_is_a_clear_error(ov, tmp_path):
+    path = _save(ov, _if_model(ov), tmp_path)
+    text = Path(path).read_text()
+    start, end = text.index("<else_body>"), text.index("</else_body>") + len("</else_body>")
+    Path(path).write_text(text[:start] + text[end:])
+    with pytest.raises(rnnloop.ModelError, match="If 'If_.*needs a then_body and an else_body"):
+        rnnloop.load(path)
 
 
 def test_the_input_product_of_a_tensor_iterator_is_hoisted_out_of_the_loop():

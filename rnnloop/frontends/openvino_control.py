@@ -180,3 +180,46 @@ def _condition(n, value: str) -> str:
     if known is not None and bool(np.asarray(known).reshape(-1)[0]):
         return ""  # always true: no condition input
     return value
+
+
+@converts("If", 8, fmt="openvino")
+def convert_if(n, cond, *captures):
+    """If-8: both branches take every input after the condition (the IR's captures); each branch's
+    port map binds its Parameters to some of them and its Results to the layer's outputs."""
+    layer, b = n.layer, n.b
+    if set(layer.branches) != {"then", "else"}:
+        raise n.fail("an If needs a then_body and an else_body")
+    ports = [p.id for p in layer.inputs[1:]]  # the captures' external port ids, in order
+    out_ports = [p.id for p in layer.outputs]
+    graphs = []
+    for branch in ("then", "else"):
+        net, inputs, outputs = layer.branches[branch]
+        sub = b.sub(f"{layer.name}/{branch}")
+        formal = {port: sub.input(sub.fresh("p"), TensorType(layer.inputs[1 + k].dtype, layer.inputs[1 + k].shape))
+                  for k, port in enumerate(ports)}
+        bound = {}
+        for m in inputs:
+            if m.external_port_id not in formal:
+                raise n.fail(f"{branch}_port_map input names port {m.external_port_id}, which is not one of "
+                             f"the layer's data inputs {ports}")
+            bound[m.internal_layer_id] = formal[m.external_port_id]
+        params = [lay for lay in net.layers.values() if lay.type == "Parameter" and lay.id not in bound]
+        if params:
+            raise n.fail(f"{branch} body Parameter(s) {', '.join(p.label() for p in params)} get no value "
+                         "from the port map")
+        values = lower_net(net, sub, bound)
+        result_of = {m.external_port_id: m.internal_layer_id for m in outputs}
+        missing = [port for port in out_ports if port not in result_of]
+        if missing:
+            raise n.fail(f"the {branch}_port_map gives no Result for output port(s) {missing}")
+        for port in out_ports:
+            value = values.get(result_of[port])
+            if value is None:
+                raise n.fail(f"{branch}_port_map output {port} names layer {result_of[port]}, which is not a Result")
+            if value in sub.graph.inputs or value in sub.graph.outputs:  # (a branch output is its own value)
+                value = sub.op1("Identity", value)
+            sub.output(value)
+        graphs.append(sub.graph)
+    outs = b.if_(cond, graphs[0], graphs[1], list(captures), len(out_ports))
+    for name, out in zip(n.outputs, outs):
+        b.op("Identity", [out], [name])

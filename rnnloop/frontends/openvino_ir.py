@@ -65,6 +65,8 @@ class Layer:
     output_map: list[PortMap] = field(default_factory=list)
     back_edges: list[tuple[int, int]] = field(default_factory=list)  # (from body layer, to body layer)
     const: np.ndarray | None = None
+    # If-8: "then" and "else", each a body with its own port map (inputs, outputs)
+    branches: dict[str, tuple[Net, list[PortMap], list[PortMap]]] = field(default_factory=dict)
 
     def label(self) -> str:
         return f"{self.type} '{self.name}' (layer {self.id}, {self.version})"
@@ -84,6 +86,8 @@ class Net:
             yield layer
             if layer.body is not None:
                 yield from layer.body.walk()
+            for branch, _, _ in layer.branches.values():
+                yield from branch.walk()
 
 
 def read_ir(xml_path: str, bin_path: str | None = None) -> Net:
@@ -183,6 +187,11 @@ def _layer(el: ET.Element, weights: _Weights) -> Layer:
         back = el.find("back_edges")
         layer.back_edges = [(_int(e, "from-layer", layer.label()), _int(e, "to-layer", layer.label()))
                             for e in (back.findall("edge") if back is not None else [])]
+    for branch in ("then", "else"):
+        body = el.find(f"{branch}_body")
+        if body is not None:
+            net = _net(body, f"{layer.name}/{branch}", weights)
+            layer.branches[branch] = (net, *_port_map(el.find(f"{branch}_port_map"), layer, net, branch))
     if layer.type == "Const":
         layer.const = _const(layer, weights)
     if layer.type == "Parameter" and layer.outputs and "shape" in layer.data:
@@ -223,21 +232,23 @@ def _ports(el: ET.Element | None, where: str) -> list[Port]:
     return ports
 
 
-def _port_map(el: ET.Element | None, layer: Layer) -> tuple[list[PortMap], list[PortMap]]:
+def _port_map(el: ET.Element | None, layer: Layer, body: Net | None = None,
+              branch: str = "") -> tuple[list[PortMap], list[PortMap]]:
+    tag = f"{branch}_port_map" if branch else "port_map"
     if el is None:
-        raise ModelError(f"{layer.label()}: the layer has a body but no <port_map>")
+        raise ModelError(f"{layer.label()}: the layer has a {branch + '_' if branch else ''}body but no <{tag}>")
     maps = {"input": [], "output": []}
     for entry in el:
         if entry.tag not in maps:
             continue
-        where = f"{layer.label()}: a port_map {entry.tag}"
+        where = f"{layer.label()}: a {tag} {entry.tag}"
         axis = entry.get("axis")
         maps[entry.tag].append(PortMap(
             _int(entry, "external_port_id", where), _int(entry, "internal_layer_id", where),
             None if axis is None else _int(entry, "axis", where), _int(entry, "start", where, 0),
             _int(entry, "end", where, -1), _int(entry, "stride", where, 1), _int(entry, "part_size", where, 1),
             entry.get("purpose", "")))
-    body_ids = set(layer.body.layers)
+    body_ids = set((body or layer.body).layers)
     for m in maps["input"] + maps["output"]:
         if m.internal_layer_id not in body_ids:
             raise ModelError(f"{layer.label()}: the port map names body layer {m.internal_layer_id}, which does "
