@@ -64,7 +64,7 @@ def emit_resize(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
              f"np.int64({exclude}), np.int64({antialias})")
     current, dims = x.expr, [x.dim(d) for d in range(rank)]
     for k, axis in enumerate(axes):
-        size, scale = plan[k]
+        size, scale, length = plan[k]
         start, end = bounds[k]
         after = dims[:axis] + [size] + dims[axis + 1:]
         stage = g.buffer(f"{op.outputs[0]}_axis{axis}", work, after)
@@ -76,7 +76,7 @@ def emit_resize(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         with emit.block("else:"):
             index, weights, outside = (emit.fresh(n) for n in ("index", "weights", "outside"))
             emit(f"{index}, {weights}, {outside} = _rz.axis_table(np.int64({dims[axis]}), {size}, {scale}, "
-                 f"{start}, {end}, {codes})")
+                 f"{length}, {start}, {end}, {codes})")
             outer = " * ".join(dims[:axis]) or "1"
             inner = " * ".join(dims[axis + 1:]) or "1"
             src = f"np.ascontiguousarray({current}).reshape(({outer}, {dims[axis]}, {inner}))"
@@ -94,8 +94,9 @@ def emit_resize(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
 
 
 def _plan(g: LoopGen, op: Op, x: Var, axes: list[int], scales: Var | None, sizes: Var | None,
-          policy: str) -> list[tuple[str, str]]:
-    """(output size, scale) of each resized axis, as names of run-time values."""
+          policy: str) -> list[tuple[str, str, str]]:
+    """(output size, scale, length_resized) of each resized axis, as names of run-time values (float32
+    products and quotients, as rnnloop.interp.resize.output_plan)."""
     emit, m = g.body, len(axes)
     given = scales if scales is not None else sizes
     what = "scales" if scales is not None else "sizes"
@@ -105,11 +106,13 @@ def _plan(g: LoopGen, op: Op, x: Var, axes: list[int], scales: Var | None, sizes
     if scales is not None:
         for k, axis in enumerate(axes):
             scale, size = emit.fresh(f"scale{axis}"), emit.fresh(f"size{axis}")
+            length = emit.fresh(f"length{axis}")
             emit(f"{scale} = np.float64({scales.expr}[{k}])")
             g.fail_if(f"not ({scale} > 0) or not np.isfinite({scale})", op,
                       f"scales must be positive and finite (axis {axis})")
-            emit(f"{size} = np.int64(math.floor({x.dim(axis)} * {scale}))")
-            plan.append((size, scale))
+            emit(f"{length} = np.float64(np.float32({scale}) * np.float32({x.dim(axis)}))")
+            emit(f"{size} = np.int64(math.floor({length}))")
+            plan.append((size, scale, length))
         return plan
     wanted = []
     for k, axis in enumerate(axes):
@@ -121,19 +124,20 @@ def _plan(g: LoopGen, op: Op, x: Var, axes: list[int], scales: Var | None, sizes
     if policy == "stretch":
         for size, axis in zip(wanted, axes):
             scale = emit.fresh(f"scale{axis}")
-            emit(f"{scale} = np.float64({size}) / {x.dim(axis)}")
-            plan.append((size, scale))
+            emit(f"{scale} = np.float64(np.float32({size}) / np.float32({x.dim(axis)}))")
+            plan.append((size, scale, f"np.float64({size})"))
         return plan
     ratio = emit.fresh("ratio")
     pick = "min" if policy == "not_larger" else "max"
-    ratios = [f"np.float64({size}) / {x.dim(axis)}" for size, axis in zip(wanted, axes)]
+    ratios = [f"np.float64(np.float32({size}) / np.float32({x.dim(axis)}))" for size, axis in zip(wanted, axes)]
     emit(f"{ratio} = {ratios[0]}")
     for r in ratios[1:]:
         emit(f"{ratio} = {pick}({ratio}, {r})")
     for axis in axes:
-        size = emit.fresh(f"out{axis}")
-        emit(f"{size} = np.int64({ratio} * {x.dim(axis)} + 0.5)")  # round half up
-        plan.append((size, ratio))
+        size, length = emit.fresh(f"out{axis}"), emit.fresh(f"length{axis}")
+        emit(f"{length} = np.float64(np.float32({ratio}) * np.float32({x.dim(axis)}))")
+        emit(f"{size} = np.int64({length} + 0.5)")  # round half up
+        plan.append((size, ratio, length))
     return plan
 
 

@@ -22,26 +22,30 @@ NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "si
 _jit = njit(cache=True, nogil=True, error_model="numpy")
 
 
+_F = np.float32
+
+
 @_jit
-def _source(y, n_in, n_out, scale, ctm, start, end):
-    """x_original of output position y (see rnnloop.interp.resize.source_coordinates)."""
-    length = scale * n_in
+def _source(y, n_in, n_out, scale, length, ctm, start, end):
+    """x_original of output position y, in float32 (see rnnloop.interp.resize.source_coordinates); every
+    argument is a float32."""
+    one, half = _F(1.0), _F(0.5)
     if ctm == 0:  # half_pixel
-        return (y + 0.5) / scale - 0.5
+        return (y + half) / scale - half
     if ctm == 1:  # half_pixel_symmetric
-        offset = n_in / 2 * (1 - n_out / length)
-        return offset + (y + 0.5) / scale - 0.5
+        offset = n_in / _F(2.0) * (one - n_out / length)
+        return offset + (y + half) / scale - half
     if ctm == 2:  # pytorch_half_pixel
-        return (y + 0.5) / scale - 0.5 if length > 1 else 0.0
+        return (y + half) / scale - half if length > one else _F(0.0)
     if ctm == 3:  # align_corners
-        return y * (n_in - 1) / (length - 1) if length != 1 else 0.0
+        return y * (n_in - one) / (length - one) if length != one else _F(0.0)
     if ctm == 4:  # asymmetric
         return y / scale
     if ctm == 6:  # tf_half_pixel_for_nn
-        return (y + 0.5) / scale
-    if length > 1:  # tf_crop_and_resize
-        return start * (n_in - 1) + y * (end - start) * (n_in - 1) / (length - 1)
-    return 0.5 * (start + end) * (n_in - 1)
+        return (y + half) / scale
+    if length > one:  # tf_crop_and_resize
+        return start * (n_in - one) + y * (end - start) * (n_in - one) / (length - one)
+    return half * (start + end) * (n_in - one)
 
 
 @_jit
@@ -55,9 +59,10 @@ def _cubic(t, a):
 
 
 @_jit
-def axis_table(n_in, n_out, scale, start, end, mode, ctm, nearest, cubic_a, exclude_outside, antialias):
+def axis_table(n_in, n_out, scale, length, start, end, mode, ctm, nearest, cubic_a, exclude_outside, antialias):
     """(indices [n_out, taps], weights [n_out, taps], extrapolated [n_out]) of one resized axis: output
-    position i is the sum over k of weights[i, k] * source[indices[i, k]]. Codes index MODES,
+    position i is the sum over k of weights[i, k] * source[indices[i, k]]. `length` is length_resized;
+    scale, length, start and end are float64 values of float32 numbers. Codes index MODES,
     COORDINATE_MODES and NEAREST_MODES."""
     n_in_f = np.float64(n_in)
     stretch = min(scale, 1.0) if antialias else 1.0
@@ -70,7 +75,7 @@ def axis_table(n_in, n_out, scale, start, end, mode, ctm, nearest, cubic_a, excl
     weights = np.empty((n_out, taps), np.float64)
     outside = np.zeros(n_out, np.bool_)
     for i in range(n_out):
-        x = _source(np.float64(i), n_in_f, np.float64(n_out), scale, ctm, start, end)
+        x = np.float64(_source(_F(i), _F(n_in), _F(n_out), _F(scale), _F(length), ctm, _F(start), _F(end)))
         if ctm == 5:
             outside[i] = x < 0 or x > n_in_f - 1
         base = math.floor(x)

@@ -624,3 +624,266 @@ def convert_normalize_l2(n, x, axes):
     total = b.op1("ReduceSum", b.op1("Mul", x, x), axes, keepdims=1, noop_with_empty_axes=1)
     guarded = b.op1("Max" if mode == "max" else "Add", total, n.const(n.attr_float("eps"), dtype))
     n.emit("Div", [x, b.op1("Sqrt", guarded)])
+
+
+# ---------------------------------------------------------------------------------------------
+# front-end layers (issue 23 item 3): Pad, Interpolate, Mish, DepthToSpace, SpaceToDepth,
+# ReverseSequence, Identity
+
+
+@_op("Mish", 4)
+def convert_mish(n, x):
+    n.emit("Mish", [x])
+
+
+@_op("Identity", 16)
+def convert_identity(n, x):
+    n.emit("Identity", [x])
+
+
+def _as_int64(n, value: str) -> str:
+    return n.b.op1("Cast", value, to=np.dtype(np.int64))
+
+
+def _pad_layer(n, x, begin, end, value, negative: bool):
+    """Pad-1 (pads >= 0) and Pad-12 (negative pads crop): constant, edge and reflect are ONNX Pad with
+    the begin and end pads joined; symmetric (mirrored with the edge) is sliced from the input
+    flanked by its reverse on each padded axis."""
+    mode = n.attr("pad_mode", "constant").lower()
+    if mode not in ("constant", "edge", "reflect", "symmetric"):
+        raise n.unsupported(f"pad_mode '{mode}' is not supported (constant, edge, reflect and symmetric are)")
+    if not negative:
+        for name, what in ((begin, "pads_begin"), (end, "pads_end")):
+            fixed = n.b.graph.constants.get(name)
+            if fixed is not None and (fixed < 0).any():
+                raise n.fail(f"{what} {fixed.reshape(-1).tolist()} has a negative pad, which Pad-1 does not take "
+                             "(Pad-12 crops)")
+    if mode == "symmetric":
+        _symmetric_pad(n, x, begin, end)
+        return
+    b = n.b
+    pads = b.op1("Concat", _as_int64(n, begin), _as_int64(n, end), axis=0)
+    fixed = b.graph.constants.get(pads)
+    if mode == "constant" or not negative or (fixed is not None and (fixed >= 0).all()):
+        n.emit("Pad", [x, pads, value] if value and mode == "constant" else [x, pads], mode=mode)
+        return
+    # OpenVINO pads from the whole input, then crops (ONNX crops first: an edge or reflection would
+    # read what the crop removed): pad by the positive parts, then slice the negative ones off.
+    zero = n.const([0])
+    padded = b.op1("Pad", x, b.op1("Max", pads, zero), mode=mode)
+    cut = b.op1("Max", b.op1("Neg", pads), zero)
+    shape = n.in_shape(0)
+    count = n.const([len(shape)]) if shape is not None else b.op1("Shape", begin)  # (a fixed length compiles)
+    starts = b.op1("Slice", cut, zero, count)
+    stops = b.op1("Sub", b.op1("Shape", padded), b.op1("Slice", cut, count, n.const([INT64_MAX])))
+    n.emit("Slice", [padded, starts, stops])
+
+
+def _symmetric_pad(n, x, begin, end):
+    """Axis by axis: Concat(reverse(x), x, reverse(x))[size - begin : 2 size + end], which is x mirrored
+    with its edge for pads up to the axis' size (as OpenVINO requires for this mode)."""
+    shape = n.in_shape(0)
+    if shape is None:
+        raise n.unsupported("pad_mode 'symmetric' needs the input's rank, which the model does not give")
+    b = n.b
+    begin, end = _as_int64(n, begin), _as_int64(n, end)
+    fixed = [b.graph.constants.get(v) for v in (begin, end)]
+    for a in range(len(shape)):
+        if all(f is not None and f.reshape(-1)[a] == 0 for f in fixed):
+            continue
+        size = b.op1("Shape", x, start=a, end=a + 1)
+        before = b.op1("Slice", begin, n.const([a]), n.const([a + 1]))
+        after = b.op1("Slice", end, n.const([a]), n.const([a + 1]))
+        mirrored = b.op1("Slice", x, n.const([-1]), n.const([INT64_MIN]), n.const([a]), n.const([-1]))
+        flanked = b.op1("Concat", mirrored, x, mirrored, axis=a)
+        x = b.op1("Slice", flanked, b.op1("Sub", size, before), b.op1("Add", b.op1("Add", size, size), after),
+                  n.const([a]))
+    n.emit("Identity", [x])
+
+
+@_op("Pad", 1)
+def convert_pad_1(n, x, begin, end, value=""):
+    _pad_layer(n, x, begin, end, value, negative=False)
+
+
+@_op("Pad", 12)
+def convert_pad_12(n, x, begin, end, value=""):
+    _pad_layer(n, x, begin, end, value, negative=True)
+
+
+# Interpolate's modes as Resize's: (mode, exclude_outside). OpenVINO's "linear" is a triangle filter
+# that leaves out the taps outside the input and renormalises the rest (exclude_outside);
+# "linear_onnx" and "cubic" read the edge for them.
+_INTERPOLATE_MODES = {"nearest": ("nearest", 0), "linear_onnx": ("linear", 0), "linear": ("linear", 1),
+                      "cubic": ("cubic", 0)}
+_INTERPOLATE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "tf_half_pixel_for_nn", "align_corners")
+_INTERPOLATE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
+
+
+def _interpolate_pads(n, x):
+    """x with Interpolate's pads_begin and pads_end added (zeros), which it interpolates from."""
+    begin, end = n.attr_ints("pads_begin", [0]), n.attr_ints("pads_end", [0])
+    if not any(begin) and not any(end):
+        return x
+    shape = n.in_shape(0)
+    if shape is None:
+        raise n.unsupported("pads_begin/pads_end need the input's rank, which the model does not give")
+    rank = len(shape)
+    if len(begin) > rank or len(end) > rank:
+        raise n.fail(f"pads_begin {begin} and pads_end {end} have more entries than the input's rank {rank}")
+    pads = begin + [0] * (rank - len(begin)) + end + [0] * (rank - len(end))
+    return n.b.op1("Pad", x, n.const(pads), mode="constant")
+
+
+def _interpolate(n, x, target, calculation: str, axes: list[int] | None, *, mode: str, coordinates: str,
+                 nearest: str, antialias: bool, cube: float):
+    if mode not in _INTERPOLATE_MODES:
+        raise n.unsupported(f"mode '{mode}' is not supported ({', '.join(_INTERPOLATE_MODES)} are)")
+    if coordinates not in _INTERPOLATE_COORDINATES:
+        raise n.unsupported(f"coordinate_transformation_mode '{coordinates}' is not supported "
+                            f"({', '.join(_INTERPOLATE_COORDINATES)} are)")
+    if nearest not in _INTERPOLATE_NEAREST:
+        raise n.unsupported(f"nearest_mode '{nearest}' is not supported ({', '.join(_INTERPOLATE_NEAREST)} are)")
+    if calculation not in ("sizes", "scales"):
+        raise n.unsupported(f"shape_calculation_mode '{calculation}' is not supported (sizes and scales are)")
+    resize_mode, exclude = _INTERPOLATE_MODES[mode]
+    x = _interpolate_pads(n, x)
+    b = n.b
+    if calculation == "scales" and coordinates == "align_corners":
+        # align_corners reads the output length, which OpenVINO computes as floor(length * scale + 1e-3)
+        # in float32 (Resize's floor(length * scale) differs just below an integer): the sizes
+        dims = b.op1("Shape", x) if axes is None else b.op1("Gather", b.op1("Shape", x), n.const(axes))
+        product = b.op1("Mul", b.op1("Cast", dims, to=np.dtype(np.float32)), b.op1("Cast", target, to=np.dtype(np.float32)))
+        target = b.op1("Floor", b.op1("Add", product, n.const(1e-3, np.float32)))
+        calculation = "sizes"
+    if calculation == "sizes":
+        inputs = [x, "", "", _as_int64(n, target)]
+    else:
+        inputs = [x, "", b.op1("Cast", target, to=np.dtype(np.float32))]
+    attrs = dict(mode=resize_mode, coordinate_transformation_mode=coordinates, nearest_mode=nearest,
+                 cubic_coeff_a=cube, exclude_outside=exclude, antialias=int(antialias))
+    if axes is not None:
+        attrs["axes"] = axes
+    n.emit("Resize", inputs, **attrs)
+
+
+def _interpolate_axes(n, axes: str) -> list[int] | None:
+    return None if not axes else _constant(n, axes, "axes").reshape(-1).astype(int).tolist()
+
+
+@_op("Interpolate", 1)
+def convert_interpolate_1(n, x, target):
+    """Interpolate-1 (target sizes of `axes`), as OpenVINO converts it to Interpolate-4: nearest picks
+    the floor (the ceiling where an axis shrinks), linear reads the edge outside, coordinates are
+    asymmetric or align_corners."""
+    mode = n.attr("mode").lower()
+    if mode not in ("nearest", "linear", "cubic"):
+        raise n.unsupported(f"mode '{mode}' is not supported (nearest, linear and cubic are)")
+    aligned = n.attr_bool("align_corners", False)
+    _interpolate(n, x, target, "sizes", n.attr_ints("axes"), mode="linear_onnx" if mode == "linear" else mode,
+                 coordinates="align_corners" if aligned else "asymmetric", nearest="simple",
+                 antialias=n.attr_bool("antialias", False), cube=-0.75)
+
+
+def _interpolate_attrs(n) -> dict:
+    return dict(mode=n.attr("mode").lower(),
+                coordinates=n.attr("coordinate_transformation_mode", "half_pixel").lower(),
+                nearest=n.attr("nearest_mode", "round_prefer_floor").lower(),
+                antialias=n.attr_bool("antialias", False), cube=n.attr_float("cube_coeff", -0.75))
+
+
+@_op("Interpolate", 4)
+def convert_interpolate_4(n, x, sizes, scales, axes=""):
+    calculation = n.attr("shape_calculation_mode").lower()
+    _interpolate(n, x, sizes if calculation == "sizes" else scales, calculation, _interpolate_axes(n, axes),
+                 **_interpolate_attrs(n))
+
+
+@_op("Interpolate", 11)
+def convert_interpolate_11(n, x, scales_or_sizes, axes=""):
+    _interpolate(n, x, scales_or_sizes, n.attr("shape_calculation_mode").lower(), _interpolate_axes(n, axes),
+                 **_interpolate_attrs(n))
+
+
+def _blocks(n) -> tuple[int, str]:
+    size, mode = n.attr_int("block_size", 1), n.attr("mode").lower()
+    if mode not in ("blocks_first", "depth_first"):
+        raise n.unsupported(f"mode '{mode}' is not supported (blocks_first and depth_first are)")
+    if size < 1:
+        raise n.fail(f"block_size must be at least 1, got {size}")
+    return size, mode
+
+
+def _block_shape(n) -> list[int]:
+    """The input's dims after the first, which a layer of rank other than 4 needs fixed."""
+    shape = n.in_shape(0)
+    if shape is None or len(shape) < 3 or any(not isinstance(d, int) for d in shape[1:]):
+        raise n.unsupported(f"a rank other than 4 needs the input's rank and every dim but the first fixed "
+                            f"(the model gives {shape})")
+    return list(shape)
+
+
+@_op("DepthToSpace")
+def convert_depth_to_space(n, x):
+    size, mode = _blocks(n)
+    shape = n.in_shape(0)
+    if shape is not None and len(shape) == 4:
+        n.emit("DepthToSpace", [x], blocksize=size, mode="DCR" if mode == "blocks_first" else "CRD")
+        return
+    shape = _block_shape(n)
+    k, channels, spatial = len(shape) - 2, shape[1], shape[2:]
+    depth = channels // size ** k
+    if depth * size ** k != channels:
+        raise n.fail(f"the {channels} channels do not divide into blocks of {size}^{k}")
+    if mode == "blocks_first":
+        split = [0] + [size] * k + [depth] + spatial
+        perm = [0, k + 1] + [p for i in range(1, k + 1) for p in (k + 1 + i, i)]
+    else:
+        split = [0, depth] + [size] * k + spatial
+        perm = [0, 1] + [p for i in range(1, k + 1) for p in (k + 1 + i, 1 + i)]
+    b = n.b
+    y = b.op1("Transpose", b.op1("Reshape", x, n.const(split)), perm=perm)
+    n.emit("Reshape", [y, n.const([0, depth] + [d * size for d in spatial])])
+
+
+@_op("SpaceToDepth")
+def convert_space_to_depth(n, x):
+    size, mode = _blocks(n)
+    shape = n.in_shape(0)
+    if shape is not None and len(shape) == 4:
+        n.emit("SpaceToDepth", [x], blocksize=size, mode="DCR" if mode == "blocks_first" else "CRD")
+        return
+    shape = _block_shape(n)
+    k, channels, spatial = len(shape) - 2, shape[1], shape[2:]
+    if any(d % size for d in spatial):
+        raise n.fail(f"the spatial dims {spatial} must be multiples of the block size {size}")
+    split = [0, channels] + [p for d in spatial for p in (d // size, size)]
+    blocks, dims = [2 * i + 1 for i in range(1, k + 1)], [2 * i for i in range(1, k + 1)]
+    perm = [0] + blocks + [1] + dims if mode == "blocks_first" else [0, 1] + blocks + dims
+    b = n.b
+    y = b.op1("Transpose", b.op1("Reshape", x, n.const(split)), perm=perm)
+    n.emit("Reshape", [y, n.const([0, channels * size ** k] + [d // size for d in spatial])])
+
+
+@_op("ReverseSequence")
+def convert_reverse_sequence(n, x, lengths):
+    """ONNX's ReverseSequence takes the batch and time axes among the first two: other axes are
+    transposed there and back."""
+    batch, seq = n.attr_int("batch_axis", 0), n.attr_int("seq_axis", 1)
+    lengths = _as_int64(n, lengths)
+    if {batch, seq} == {0, 1}:
+        n.emit("ReverseSequence", [x, lengths], batch_axis=batch, time_axis=seq)
+        return
+    shape = n.in_shape(0)
+    if shape is None:
+        raise n.unsupported("batch_axis and seq_axis beyond the first two need the input's rank, which the "
+                            "model does not give")
+    rank = len(shape)
+    if not (-rank <= batch < rank and -rank <= seq < rank) or batch % rank == seq % rank:
+        raise n.fail(f"batch_axis {batch} and seq_axis {seq} must be two different axes of the rank {rank} input")
+    batch, seq = batch % rank, seq % rank
+    perm = [batch, seq] + [a for a in range(rank) if a not in (batch, seq)]
+    inverse = [perm.index(a) for a in range(rank)]
+    b = n.b
+    y = b.op1("ReverseSequence", b.op1("Transpose", x, perm=perm), lengths, batch_axis=0, time_axis=1)
+    n.emit("Transpose", [y], perm=inverse)

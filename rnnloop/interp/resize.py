@@ -6,11 +6,16 @@ weights (`axis_table`: one-hot for nearest, the linear or cubic kernel, stretche
 downsamples). rnnloop/codegen/resize_rt.py computes the same tables in compiled code.
 
 Semantics the ONNX text leaves open, as the ONNX reference implementation and its node tests decide:
-- `length_resized` in the coordinate formulas is the fractional output length scale * length_original
-  (the spec defines scale = length_resized / length_original); onnxruntime uses the integer length
-  in align_corners, which differs when scale * length is not an integer.
-- The output length from `scales` is floor(length * scale), also for tf_crop_and_resize (the spec's
-  text multiplies by roi_end - roi_start; neither onnxruntime nor the reference does).
+- `length_resized` in the coordinate formulas is, for `sizes`, the size; for `scales`, the fractional
+  output length scale * length_original (the spec defines scale = length_resized / length_original);
+  onnxruntime uses the integer length in align_corners, which differs when scale * length is not
+  an integer.
+- Coordinates are computed in float32, as onnxruntime and OpenVINO compute them (in float64, the
+  reference's, 8 / float32(1.6) is 4.99999993: the nearest pixel at 5 becomes 4).
+- The output length from `scales` is floor(length * scale) with the product rounded to float32, as
+  onnxruntime and OpenVINO compute it (PyTorch's export of scale_factor=0.7 on 10 means 7; exactly,
+  10 * float32(0.7) is 6.99999988; the reference computes in float64). Also for tf_crop_and_resize:
+  the spec's text multiplies by roi_end - roi_start; neither onnxruntime nor the reference does.
 - pytorch_half_pixel maps a resized length <= 1 to coordinate 0, as the spec's text says (the
   reference uses -0.5, which differs only in cubic mode).
 
@@ -50,27 +55,33 @@ def check_attributes(mode: str, coordinate_transformation_mode: str, nearest_mod
     return None
 
 
-def source_coordinates(y: np.ndarray, n_in: int, n_out: int, scale: float, ctm: str,
+def source_coordinates(y: np.ndarray, n_in: int, n_out: int, scale: float, length: float, ctm: str,
                        roi: tuple[float, float]) -> np.ndarray:
-    """x_original of the output positions y of one axis (float64)."""
-    length = scale * n_in  # the fractional resized length (see the module docstring)
+    """x_original of the output positions y of one axis, computed in float32 (as onnxruntime and
+    OpenVINO compute it), returned as float64. `length` is length_resized (see the module docstring)."""
+    f = np.float32
+    y, scale, n_in, n_out, length = y.astype(f), f(scale), f(n_in), f(n_out), f(length)
+    one, half = f(1), f(0.5)
     if ctm == "half_pixel":
-        return (y + 0.5) / scale - 0.5
-    if ctm == "half_pixel_symmetric":
-        offset = n_in / 2 * (1 - n_out / length)
-        return offset + (y + 0.5) / scale - 0.5
-    if ctm == "pytorch_half_pixel":
-        return (y + 0.5) / scale - 0.5 if length > 1 else np.zeros_like(y)
-    if ctm == "align_corners":
-        return y * (n_in - 1) / (length - 1) if length != 1 else np.zeros_like(y)
-    if ctm == "asymmetric":
-        return y / scale
-    if ctm == "tf_half_pixel_for_nn":
-        return (y + 0.5) / scale
-    start, end = roi  # tf_crop_and_resize
-    if length > 1:
-        return start * (n_in - 1) + y * (end - start) * (n_in - 1) / (length - 1)
-    return np.full_like(y, 0.5 * (start + end) * (n_in - 1))
+        x = (y + half) / scale - half
+    elif ctm == "half_pixel_symmetric":
+        offset = n_in / f(2) * (one - n_out / length)
+        x = offset + (y + half) / scale - half
+    elif ctm == "pytorch_half_pixel":
+        x = (y + half) / scale - half if length > one else np.zeros_like(y)
+    elif ctm == "align_corners":
+        x = y * (n_in - one) / (length - one) if length != one else np.zeros_like(y)
+    elif ctm == "asymmetric":
+        x = y / scale
+    elif ctm == "tf_half_pixel_for_nn":
+        x = (y + half) / scale
+    else:
+        start, end = f(roi[0]), f(roi[1])  # tf_crop_and_resize
+        if length > one:
+            x = start * (n_in - one) + y * (end - start) * (n_in - one) / (length - one)
+        else:
+            x = np.full_like(y, half * (start + end) * (n_in - one))
+    return x.astype(np.float64)
 
 
 def _cubic(t: np.ndarray, a: float) -> np.ndarray:
@@ -80,14 +91,14 @@ def _cubic(t: np.ndarray, a: float) -> np.ndarray:
     return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
 
 
-def axis_table(n_in: int, n_out: int, scale: float, *, mode: str, ctm: str, nearest_mode: str,
+def axis_table(n_in: int, n_out: int, scale: float, length: float, *, mode: str, ctm: str, nearest_mode: str,
                cubic_coeff_a: float, exclude_outside: int, antialias: int,
                roi: tuple[float, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For one resized axis: (indices, weights, extrapolated). Output position i is the sum over k of
     weights[i, k] * source[indices[i, k]] (indices clamped into [0, n_in)), or the extrapolation
     value where extrapolated[i] (tf_crop_and_resize only)."""
     y = np.arange(n_out, dtype=np.float64)
-    x = source_coordinates(y, n_in, n_out, scale, ctm, roi)
+    x = source_coordinates(y, n_in, n_out, scale, length, ctm, roi)
     outside = (x < 0) | (x > n_in - 1) if ctm == "tf_crop_and_resize" else np.zeros(n_out, bool)
     base = np.floor(x)
     integral = x == base
@@ -124,29 +135,33 @@ def _total(weights: np.ndarray) -> np.ndarray:
 
 
 def output_plan(shape: tuple[int, ...], axes: list[int], scales: np.ndarray | None, sizes: list[int] | None,
-                policy: str) -> tuple[list[int], list[float]]:
-    """(output shape, per-axis scale) from scales or sizes on `axes` (other axes keep size and scale 1)."""
-    out, scale = list(shape), [1.0] * len(shape)
+                policy: str) -> tuple[list[int], list[float], list[float]]:
+    """(output shape, scale, length_resized) of each axis from scales or sizes on `axes` (other axes
+    keep their size, scale 1). Products and quotients in float32, as onnxruntime computes them."""
+    f = np.float32
+    out, scale, length = list(shape), [1.0] * len(shape), [float(d) for d in shape]
     if scales is not None:
         for a, s in zip(axes, scales):
             s = float(s)
             if not s > 0 or not math.isfinite(s):
                 raise OpError(f"scales must be positive and finite, got {s} for axis {a}")
-            scale[a], out[a] = s, int(math.floor(shape[a] * s))
-        return out, scale
+            scale[a], length[a] = s, float(f(s) * f(shape[a]))
+            out[a] = int(math.floor(length[a]))
+        return out, scale, length
     if any(s < 0 for s in sizes):
         raise OpError(f"sizes {sizes} has a negative size")
     if any(shape[a] == 0 for a in axes):
         raise OpError(f"cannot resize the empty axes of shape {list(shape)} to sizes {sizes}")
-    ratios = [s / shape[a] for a, s in zip(axes, sizes)]
+    ratios = [float(f(s) / f(shape[a])) for a, s in zip(axes, sizes)]
     if policy == "stretch":
         for a, s, r in zip(axes, sizes, ratios):
-            out[a], scale[a] = s, r
-        return out, scale
+            out[a], scale[a], length[a] = s, r, float(s)
+        return out, scale, length
     r = min(ratios) if policy == "not_larger" else max(ratios)
     for a in axes:
-        out[a], scale[a] = int(r * shape[a] + 0.5), r  # round half up
-    return out, scale
+        length[a] = float(f(r) * f(shape[a]))
+        out[a], scale[a] = int(length[a] + 0.5), r  # round half up
+    return out, scale, length
 
 
 @interprets("Resize")
@@ -180,7 +195,7 @@ def run_resize(X: np.ndarray, roi: np.ndarray | None = None, scales: np.ndarray 
             ranges[a] = (float(bounds[k]), float(bounds[k + len(axes)]))
     elif coordinate_transformation_mode == "tf_crop_and_resize":
         raise OpError("coordinate_transformation_mode 'tf_crop_and_resize' needs the roi input")
-    out_shape, scale = output_plan(X.shape, axes, scales, sizes, keep_aspect_ratio_policy)
+    out_shape, scale, length = output_plan(X.shape, axes, scales, sizes, keep_aspect_ratio_policy)
     exact = mode == "nearest"  # a pure selection: no arithmetic, any dtype
     if not exact and X.dtype.kind not in "iuf" and X.dtype.name != "bfloat16":
         raise OpError(f"mode '{mode}' interpolates numbers; the input is {X.dtype}")
@@ -192,7 +207,7 @@ def run_resize(X: np.ndarray, roi: np.ndarray | None = None, scales: np.ndarray 
         if out_shape[a] and not X.shape[a]:
             raise OpError(f"cannot resize the empty axis {a} to {out_shape[a]} entries")
         index, weights, outside = axis_table(
-            X.shape[a], out_shape[a], scale[a], mode=mode, ctm=coordinate_transformation_mode,
+            X.shape[a], out_shape[a], scale[a], length[a], mode=mode, ctm=coordinate_transformation_mode,
             nearest_mode=nearest_mode, cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
             antialias=antialias, roi=ranges[a])
         result = _apply(result, a, index, weights, exact)
