@@ -213,8 +213,9 @@ def test_an_attribute_the_op_does_not_have_is_rejected_by_name():
 def _front_ends() -> onnx.ModelProto:
     """Every audio op in each form the code generator takes, in one graph of opset 20 whose outputs
     declare no shapes (rnnloop infers their ranks): the product of frames by twiddles (window folded
-    or applied), the FFT helper (runtime lengths, complex, a runtime axis, the inner axis), windows
-    and mel matrices of runtime sizes in several dtypes."""
+    or applied), the FFT helper (a fixed length of 512, runtime lengths of powers of two and others,
+    real and complex, a runtime axis, the inner axis), windows and mel matrices of runtime sizes in
+    several dtypes."""
     v = helper.make_tensor_value_info
     inputs = [v("sig", F32, ["B", "L", 1]), v("csig", F32, ["B", "L", 2]), v("sig2", F32, ["B", "L"]),
               v("step", I64, []), v("flen", I64, []), v("win", F32, ["W"]), v("win16", F32, ["V"]),
@@ -222,7 +223,7 @@ def _front_ends() -> onnx.ModelProto:
               v("cspec", F32, ["B", "F", 6, 2]), v("dlen", I64, []), v("ax", I64, []), v("wsize", I32, []),
               v("mels", I64, []), v("nfft", I64, []), v("rate", I64, []), v("lo", F32, []), v("hi", F32, [])]
     constants = {"hann256": np.hanning(256).astype(np.float32), "n256": np.array(256, np.int64),
-                 "n16": np.array(16, np.int64), "n7": np.array(7, np.int64), "axis_m2": np.array(-2, np.int64),
+                 "n16": np.array(16, np.int64), "n512": np.array(512, np.int64), "n7": np.array(7, np.int64), "axis_m2": np.array(-2, np.int64),
                  "axis_1": np.array(1, np.int64)}
     n = helper.make_node
     nodes = [
@@ -230,6 +231,7 @@ def _front_ends() -> onnx.ModelProto:
         n("STFT", ["sig", "step", "win16", "n16"], ["stft_window"], name="stft_window"),
         n("STFT", ["csig", "step", "win"], ["stft_complex"], name="stft_complex", onesided=0),
         n("STFT", ["sig2", "step", "", "flen"], ["stft_rank2"], name="stft_rank2"),
+        n("STFT", ["sig", "step", "", "n512"], ["stft_fft"], name="stft_fft", onesided=0),
         n("DFT", ["spec", "", "axis_m2"], ["dft_rows"], name="dft_rows"),
         n("DFT", ["spec", "n7", "axis_m2"], ["dft_rfft"], name="dft_rfft", onesided=1),
         n("DFT", ["spec", "dlen", "axis_1"], ["dft_inner"], name="dft_inner"),
@@ -278,12 +280,12 @@ def _compiled(model) -> rnnloop.Session:
 def test_every_audio_op_compiles_into_one_region_that_agrees_with_the_interpreter():
     session = _compiled(FRONT_ENDS)
     interp = rnnloop.load(FRONT_ENDS, backend="interp")
-    for feeds in (_feeds(2, 300, 4), _feeds(1, 512, 3, window=24, seed=1, ax=np.array(1, np.int64),
+    for feeds in (_feeds(2, 600, 4), _feeds(1, 700, 3, window=24, seed=1, ax=np.array(1, np.int64),
                                              step=np.array(100, np.int64),
                                              flen=np.array(33, np.int64), dlen=np.array(5, np.int64),
                                              wsize=np.array(1, np.int32), mels=np.array(0, np.int64)),
-                  _feeds(3, 256, 2, window=7, seed=2, wsize=np.array(0, np.int32), nfft=np.array(64, np.int64),
-                         hi=np.array(3999, np.float32))):
+                  _feeds(3, 512, 2, window=7, seed=2, wsize=np.array(0, np.int32), nfft=np.array(64, np.int64),
+                         flen=np.array(64, np.int64), hi=np.array(3999, np.float32))):
         got, expected = session.run(None, feeds), interp.run(None, feeds)
         for name, a, e in zip([o.name for o in FRONT_ENDS.graph.output], got, expected):
             assert a.dtype == e.dtype and a.shape == e.shape, name
@@ -291,7 +293,7 @@ def test_every_audio_op_compiles_into_one_region_that_agrees_with_the_interprete
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"flen": np.array(301, np.int64)}, "STFT 'stft_rank2'.*frame_length 301 is longer than the signal \\(300 samples\\)"),
+    ({"flen": np.array(601, np.int64)}, "STFT 'stft_rank2'.*frame_length 601 is longer than the signal \\(600 samples\\)"),
     ({"win16": np.ones(12, np.float32)}, "STFT 'stft_window'.*the window has 12 values but frame_length is 16"),
     ({"step": np.array(0, np.int64)}, "STFT 'stft_folded'.*frame_step 0 must be at least 1"),
     ({"dlen": np.array(0, np.int64)}, "DFT 'dft_inner'.*dft_length 0 must be at least 1"),
@@ -301,7 +303,7 @@ def test_every_audio_op_compiles_into_one_region_that_agrees_with_the_interprete
 def test_bad_sizes_stop_with_an_error_naming_the_node(changes, message, backend):
     session = _compiled(FRONT_ENDS) if backend == "numba" else rnnloop.load(FRONT_ENDS, backend="interp")
     with pytest.raises(rnnloop.RunError, match=message):
-        session.run(None, _feeds(2, 300, 4, **changes))
+        session.run(None, _feeds(2, 600, 4, **changes))
 
 
 def test_a_spectrogram_per_chunk_in_a_scan_body_fuses_and_agrees_with_the_interpreter(backend):

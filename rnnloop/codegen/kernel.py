@@ -112,7 +112,7 @@ class ModuleGen:
         self.functions: list[str] = []
         self.errors: list[tuple[str, str]] = []
         self.fallbacks: set[int] = set()
-        self.names: set[str] = {"math", "np", "njit", "_m", "_r", "_b", "_rz", "_cv", "_s", "_sig", "kernel", "status", "max_iter", "trip", "cond", "limit", "t"}
+        self.names: set[str] = {"math", "np", "njit", "_m", "_r", "_b", "_rz", "_cv", "_s", "_sig", "eb", "rev", "kernel", "status", "max_iter", "trip", "cond", "limit", "t"}
         self.loops = 0
         self.helpers: dict[str, str] = {}
         self.products: set[str] = set()  # dtypes of the packed products called (simd.require)

@@ -2,11 +2,32 @@
 compiled helpers their kernels call (`from rnnloop.codegen import signal as _sig`); each checked
 against rnnloop/interp/signal_ops.py.
 
-A transform whose length the model fixes (a constant frame_length or window, a constant dft_length
-or a declared axis size) is a product of its frames by a [length, 2 * bins] matrix of twiddles made
-at load (the window folded in), on the packed SIMD product (simd.py); other lengths go to an FFT
-here (radix 2 for powers of two, else a direct sum over a table of twiddles, as onnxruntime does).
-The product serves lengths up to MAX_PRODUCT_LENGTH.
+A transform of a length the model fixes (a constant frame_length or window, a constant dft_length or
+a declared axis size) is either a product of its frames by a [length, 2 * bins] matrix of twiddles
+made at load (the window folded in), on the packed SIMD product (simd.py), or an FFT here with its
+twiddle tables made at load: radix 2 for powers of two (a real signal as half as many complex values,
+split after), else a direct sum over a table of twiddles, as onnxruntime does. A length known only at
+run time takes the FFT, its tables made per call.
+
+Which, measured: one STFT (batch 1, Hann window, onesided) with each forced, and onnxruntime, CPU time
+of the calling thread per call in µs, session.run's ~6 µs included, median [quartiles] of 21
+interleaved samples (`python benchmarks/bench_signal.py`; 2-core AMD EPYC, Zen 5, AVX-512, shared):
+
+    frames x length   product              FFT                     onnxruntime 1.32
+    3 x 64            6.9 [5.5-9.8]        7.5 [6.4-9.2]           19.7 [12.6-27.6]
+    3 x 128           7.1 [6.9-7.4]        6.9 [6.8-7.0]           16.1 [15.8-16.4]
+    3 x 256           13.8 [13.4-16.5]     10.3 [10.0-11.8]        24.5 [24.0-30.5]   (a VAD chunk)
+    3 x 512           38.3 [37.4-41.3]     17.5 [17.2-18.6]        42.8 [41.5-44.0]
+    3 x 1024          180.4 [146-186]      60.6 [41.7-61.4]        158 [110-161]
+    100 x 128         77.7 [74.8-83.6]     103 [101-109]           228 [220-258]
+    100 x 256         222 [215-226]        211 [206-214]           472 [467-492]
+    98 x 400          528 [494-575]        28070 [27034-30835]     5210 [4892-6062]
+    98 x 512          1003 [961-1120]      627 [514-734]           1463 [1287-1687]
+
+An FFT of 256 points is already cheaper than the product (which reads a 264 KB matrix per call),
+and the gap grows with the length; below 256 the product wins with many frames and ties with few.
+Lengths that are no power of two have no FFT here (only the direct sum), so they take the product
+up to MAX_PRODUCT_LENGTH.
 """
 
 from __future__ import annotations
@@ -21,8 +42,16 @@ from ..ir import Op, TensorType
 from .emitter import NoRule, Var, dtype_name
 from .kernel import LoopGen, _scalar_of, emits, matmul_call
 
-# Frame or DFT lengths up to this are a product by a matrix of twiddles made at load.
-MAX_PRODUCT_LENGTH = 1024
+# A transform of a length the model fixes is a product by a matrix of twiddles made at load for a
+# power of two below FFT_FROM and any other length up to MAX_PRODUCT_LENGTH (a 16 MiB matrix at most);
+# else the FFT helper. Measured: see the module's docstring.
+FFT_FROM = 256
+MAX_PRODUCT_LENGTH = 2048
+
+
+def by_product(n: int) -> bool:
+    """Whether a transform of length n (which the model fixes) is a product by a twiddle matrix."""
+    return 1 <= n < FFT_FROM if n & (n - 1) == 0 else 1 <= n <= MAX_PRODUCT_LENGTH
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,46 +95,75 @@ def dft_matrix(n: int, used: int, parts: int, inverse: int, onesided: int,
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _twiddles(n):
-    """cos and sin of 2 pi j / n for j < n."""
-    cos, sin = np.empty(n), np.empty(n)
+def tables(n):
+    """The twiddles of transforms of length n (made at load for a length the model fixes). For a power
+    of two: the bit-reversal permutation `rev` and, at s / 2 - 1 + m, the twiddle exp(-2 pi i m / s) of
+    each radix-2 stage of size s (the last stage's are those of a real FFT's final split, and rev[2 i]
+    is the permutation of the half-length FFT it runs on). Else: rev empty, exp(-2 pi i j / n) at j."""
+    if n & (n - 1) == 0:
+        rev = np.zeros(n, np.int64)
+        bits = 0
+        while (1 << bits) < n:
+            bits += 1
+        for i in range(n):
+            r = 0
+            for k in range(bits):
+                if i >> k & 1:
+                    r |= 1 << (bits - 1 - k)
+            rev[i] = r
+        re, im = np.zeros(max(n - 1, 1)), np.zeros(max(n - 1, 1))
+        size = 2
+        while size <= n:
+            half = size // 2
+            for m in range(half):
+                angle = -2 * math.pi * m / size
+                re[half - 1 + m], im[half - 1 + m] = math.cos(angle), math.sin(angle)
+            size *= 2
+        return rev, re, im
+    re, im = np.empty(n), np.empty(n)
     for j in range(n):
-        angle = 2 * math.pi * j / n
-        cos[j], sin[j] = math.cos(angle), math.sin(angle)
-    return cos, sin
+        angle = -2 * math.pi * j / n
+        re[j], im[j] = math.cos(angle), math.sin(angle)
+    return np.zeros(0, np.int64), re, im
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _transform(re, im, n, cos, sin, sign, spare_re, spare_im):
-    """In place: X[k] = sum_j x[j] exp(sign 2 pi i j k / n) over the first n entries of (re, im)."""
-    if n & (n - 1) == 0:  # radix 2: bit-reversed order, then butterflies of growing size
-        j = 0
-        for i in range(1, n):
-            bit = n >> 1
-            while j & bit:
-                j ^= bit
-                bit >>= 1
-            j ^= bit
+def _butterflies(re, im, n, tw_re, tw_im, sign):
+    """The radix-2 stages of an FFT of n (a power of two) on data in bit-reversed order; sign -1: forward."""
+    for a in range(0, n - 1, 2):  # size 2: twiddle 1
+        xr, xi = re[a + 1], im[a + 1]
+        re[a + 1], im[a + 1] = re[a] - xr, im[a] - xi
+        re[a], im[a] = re[a] + xr, im[a] + xi
+    size = 4
+    while size <= n:
+        half = size >> 1
+        for start in range(0, n, size):
+            for m in range(half):
+                wr, wi = tw_re[half - 1 + m], -sign * tw_im[half - 1 + m]
+                a, b = start + m, start + m + half
+                xr = re[b] * wr - im[b] * wi
+                xi = re[b] * wi + im[b] * wr
+                re[b], im[b] = re[a] - xr, im[a] - xi
+                re[a], im[a] = re[a] + xr, im[a] + xi
+        size <<= 1
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _transform(re, im, n, sign, rev, tw_re, tw_im, spare_re, spare_im):
+    """In place: X[k] = sum_j x[j] exp(sign 2 pi i j k / n) over the first n entries of (re, im), by
+    tables(n): radix 2 for a power of two, else the direct sum (twiddle j k mod n from the table)."""
+    if rev.size:
+        for i in range(n):
+            j = rev[i]
             if i < j:
                 re[i], re[j] = re[j], re[i]
                 im[i], im[j] = im[j], im[i]
-        size = 2
-        while size <= n:
-            half, stride = size >> 1, n // size
-            for start in range(0, n, size):
-                for m in range(half):
-                    wr, wi = cos[m * stride], sign * sin[m * stride]
-                    a, b = start + m, start + m + half
-                    xr = re[b] * wr - im[b] * wi
-                    xi = re[b] * wi + im[b] * wr
-                    re[b], im[b] = re[a] - xr, im[a] - xi
-                    re[a], im[a] = re[a] + xr, im[a] + xi
-            size <<= 1
+        _butterflies(re, im, n, tw_re, tw_im, sign)
         return
-    for k in range(n):  # any other length: the direct sum, twiddle j k mod n from the table
+    for k in range(n):
         sr, si, at = 0.0, 0.0, 0
         for j in range(n):
-            wr, wi = cos[at], sign * sin[at]
+            wr, wi = tw_re[at], -sign * tw_im[at]
             sr += re[j] * wr - im[j] * wi
             si += re[j] * wi + im[j] * wr
             at += k
@@ -123,45 +181,78 @@ def frame_rows(x, hop, window, frames):
     batch, _, parts = x.shape
     n = frames.shape[1] // parts
     count = frames.shape[0] // batch if batch else 0
-    weighted = window.size > 0
     for b in range(batch):
         for f in range(count):
             row, start = b * count + f, f * hop
-            for j in range(n):
-                w = window[j] if weighted else 1.0
-                for c in range(parts):
-                    frames[row, j * parts + c] = x[b, start + j, c] * w if weighted else x[b, start + j, c]
+            if window.size == 0:
+                for j in range(n):
+                    for c in range(parts):
+                        frames[row, j * parts + c] = x[b, start + j, c]
+            else:
+                for j in range(n):
+                    for c in range(parts):
+                        frames[row, j * parts + c] = x[b, start + j, c] * window[j]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def stft(x, hop, n, window, out):
-    """out[b, f, k] = the DFT of x[b, f * hop:][:n] * window at bin k < out.shape[2], by _transform;
-    the caller checked that the frames fit in x and the window has n values (or none)."""
+def stft(x, hop, n, window, rev, tw_re, tw_im, out):
+    """out[b, f, k] = the DFT of x[b, f * hop:][:n] * window (an empty window: 1) at bin k <
+    out.shape[2], by tables(n); the caller checked that the frames fit in x and the window has n
+    values or none. A real signal of even length n is transformed as n / 2 complex values (the
+    even and odd samples) and split into the spectrum: half the work."""
     batch, _, parts = x.shape
     count, bins = out.shape[1], out.shape[2]
-    cos, sin = _twiddles(n)
-    re, im, spare_re, spare_im = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    half = n // 2
+    real = parts == 1 and rev.size > 1
+    size = half if real else n
+    re, im, spare_re, spare_im = np.empty(size), np.empty(size), np.empty(size), np.empty(size)
+    weighted = window.size > 0
     for b in range(batch):
         for f in range(count):
             start = f * hop
+            if real:  # z[m] = x[2m] + i x[2m + 1], loaded in bit-reversed order
+                for m in range(half):
+                    p = rev[2 * m]
+                    w0, w1 = (window[2 * p], window[2 * p + 1]) if weighted else (1.0, 1.0)
+                    re[m], im[m] = x[b, start + 2 * p, 0] * w0, x[b, start + 2 * p + 1, 0] * w1
+                _butterflies(re, im, half, tw_re, tw_im, -1.0)
+                _split(re, im, half, tw_re, tw_im, out[b, f])
+                continue
             for j in range(n):
-                w = window[j] if window.size > 0 else 1.0
+                w = window[j] if weighted else 1.0
                 re[j] = x[b, start + j, 0] * w
                 im[j] = x[b, start + j, 1] * w if parts == 2 else 0.0
-            _transform(re, im, n, cos, sin, -1.0, spare_re, spare_im)
+            _transform(re, im, n, -1.0, rev, tw_re, tw_im, spare_re, spare_im)
             for k in range(bins):
                 out[b, f, k, 0] = re[k]
                 out[b, f, k, 1] = im[k]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def dft(x, n, inverse, onesided, out):
+def _split(re, im, half, tw_re, tw_im, out):
+    """out[k] = X[k] for k < out.shape[0] from Z, the FFT of z[m] = x[2m] + i x[2m + 1]:
+    X[k] = (Z[k] + conj Z[half - k]) / 2 + exp(-2 pi i k / n) (Z[k] - conj Z[half - k]) / 2i,
+    the twiddles those of tables(n)'s last stage; bins past n / 2 by X[n - k] = conj X[k]."""
+    n, bins = 2 * half, out.shape[0]
+    for k in range(min(bins, half + 1)):
+        zr, zi = re[k % half], im[k % half]
+        cr, ci = re[(half - k) % half], -im[(half - k) % half]
+        er, ei = 0.5 * (zr + cr), 0.5 * (zi + ci)
+        orr, oi = 0.5 * (zi - ci), -0.5 * (zr - cr)
+        wr, wi = (tw_re[half - 1 + k], tw_im[half - 1 + k]) if k < half else (-1.0, 0.0)
+        out[k, 0] = er + wr * orr - wi * oi
+        out[k, 1] = ei + wr * oi + wi * orr
+    for k in range(half + 1, bins):
+        out[k, 0], out[k, 1] = out[n - k, 0], -out[n - k, 1]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def dft(x, n, inverse, onesided, rev, tw_re, tw_im, out):
     """x [outer, size, inner, parts] -> out [outer, bins or n, inner, 2 or 1]: the DFT of length n
     along axis 1 (zero-padded or cut), its inverse, RFFT or IRFFT (as numpy.fft.irfft: the first
-    n // 2 + 1 bins, the imaginary parts of bin 0 and of bin n / 2 ignored)."""
+    n // 2 + 1 bins, the imaginary parts of bin 0 and of bin n / 2 ignored), by tables(n)."""
     outer, size, inner, parts = x.shape
     bins = out.shape[1]
-    cos, sin = _twiddles(n)
     re, im, spare_re, spare_im = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     irfft = inverse and onesided
     used = min(size, n // 2 + 1 if irfft else n)
@@ -175,12 +266,12 @@ def dft(x, n, inverse, onesided, out):
                 im[j] = x[o, j, i, 1] if parts == 2 else 0.0
             if irfft:  # the Hermitian spectrum the bins stand for
                 im[0] = 0.0
-                if n % 2 == 0:
+                if n % 2 == 0 and used > n // 2:
                     im[n // 2] = 0.0
                 for k in range(1, used):
                     if n - k > k:
                         re[n - k], im[n - k] = re[k], -im[k]
-            _transform(re, im, n, cos, sin, 1.0 if inverse else -1.0, spare_re, spare_im)
+            _transform(re, im, n, 1.0 if inverse else -1.0, rev, tw_re, tw_im, spare_re, spare_im)
             for k in range(bins):
                 out[o, k, i, 0] = re[k] * scale
                 if not irfft:
@@ -309,7 +400,7 @@ def emit_stft(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     bins = str(fixed // 2 + 1 if onesided else fixed) if fixed is not None else \
         (f"{n} // 2 + 1" if onesided else n)
     out = g.buffer(op.outputs[0], dtype, [batch, count, bins, "2"])
-    product = fixed is not None and fixed <= MAX_PRODUCT_LENGTH
+    product = fixed is not None and by_product(fixed)
     # The window the helpers apply (an empty one: none): a constant one is in the product's matrix.
     folded = window_value if product else None
     applied = window.expr if window is not None and folded is None else g.pass_constant(np.ones(0, dtype), "k_no_window")
@@ -321,8 +412,19 @@ def emit_stft(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         emit(f"{flat} = {out}.reshape(({rows}, {2 * int(bins)}))")
         _product(g, rows, frames, dft_matrix(fixed, fixed, parts, 0, onesided, folded), flat, dtype)
     else:
-        emit(f"_sig.stft({x}, np.int64({hop}), np.int64({n}), {applied}, {out})")
+        twiddles = _tables(g, fixed, n)
+        emit(f"_sig.stft({x}, np.int64({hop}), np.int64({n}), {applied}, {twiddles}, {out})")
     return [Var(out, dtype, 4, "buffer")]
+
+
+def _tables(g: LoopGen, fixed: int | None, n: str) -> str:
+    """The arguments rev, tw_re, tw_im of tables(n): made at load for a length the model fixes."""
+    if fixed is not None and fixed >= 1:
+        return ", ".join(g.pass_constant(value, f"k_{what}") for value, what in zip(tables(np.int64(fixed)),
+                                                                                  ("rev", "tw_re", "tw_im")))
+    names = [g.body.fresh(what) for what in ("rev", "tw_re", "tw_im")]
+    g.body(f"{', '.join(names)} = _sig.tables(np.int64({n}))")
+    return ", ".join(names)
 
 
 @emits("DFT")
@@ -382,8 +484,7 @@ def emit_dft(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         and isinstance(t.shape[axis], int) else None
     fixed = _constant_int(g, op.inputs[1]) if length is not None else \
         None if declared is None else 2 * (declared - 1) if irfft else declared
-    if fixed is not None and fixed >= 1 and declared is not None and axis == rank - 2 \
-            and fixed <= MAX_PRODUCT_LENGTH:
+    if fixed is not None and fixed >= 1 and declared is not None and axis == rank - 2 and by_product(fixed):
         g.fail_if(f"{size} != {declared}", op, f"axis {axis} has {{a}} entries where the model declares {declared}",
                   a=size, fallback=True)
         used = min(declared, fixed // 2 + 1 if irfft else fixed)
@@ -398,7 +499,13 @@ def emit_dft(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         lanes, spectra = emit.fresh("lanes"), emit.fresh("spectra")
         emit(f"{lanes} = np.ascontiguousarray({x.expr}).reshape(({outer}, {size}, {inner}, {parts}))")
         emit(f"{spectra} = {out}.reshape(({outer}, {bins}, {inner}, {out_parts}))")
-        emit(f"_sig.dft({lanes}, np.int64({n}), np.int64({inverse}), np.int64({onesided}), {spectra})")
+        known = _constant_int(g, op.inputs[1]) if length is not None else None
+        if length is None and declared is not None:  # the declared size sets the length: tables at load
+            g.fail_if(f"{size} != {declared}", op, f"axis {axis} has {{a}} entries where the model declares "
+                      f"{declared}", a=size, fallback=True)
+            known = fixed
+        twiddles = _tables(g, known, n)
+        emit(f"_sig.dft({lanes}, np.int64({n}), np.int64({inverse}), np.int64({onesided}), {twiddles}, {spectra})")
     return [Var(out, dtype, rank, "buffer")]
 
 
