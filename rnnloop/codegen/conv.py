@@ -40,8 +40,9 @@ from .emitter import NoRule, Var, dtype_name, shape_tuple
 from .kernel import LoopGen, emits
 
 _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64
-CHUNK = 1 << 16  # elements of columns made per product: 256 KiB of float32, within L2
-DIRECT_MAX_K = 16  # at most this many products per output element (C / group * kernel size): direct loops
+CHUNK = 1 << 20  # elements of columns made per product (4 MiB of float32)
+GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
+WINOGRAD_MIN_CHANNELS = 16  # input and output channels from which 3x3 convolutions take Winograd's path
 
 
 @njit(cache=True, nogil=True)
@@ -53,20 +54,23 @@ def _window(count, stride, offset, size):
 
 
 @njit(cache=True, nogil=True)
-def conv(x, w, bias, out, geometry):
+def conv(x, w, bias, out, geometry, kernels):
     """out = Conv(x, w) + bias on 5-d C-contiguous arrays: x [N, C, D, H, W], w [M, C / group, kd, kh, kw],
     out [N, M, OD, OH, OW]; bias [M] or empty; geometry (strides, dilations, pads before: three each;
-    group). Returns 0, or 1 without computing when the sizes do not agree (the rule checks them: a
-    bug of ours)."""
+    group); kernels: w's 3x3 kernels in Winograd's domain (winograd_kernels), or empty. Returns 0, or
+    1 without computing when the sizes do not agree (the rule checks them: a bug of ours)."""
     group = geometry[9]
     M, Cg = w.shape[0], w.shape[1]
     if (group < 1 or x.shape[1] != Cg * group or M % group or bias.size not in (0, M) or out.shape[0] != x.shape[0]
             or out.shape[1] != M or min(geometry) < 0 or min(geometry[:6]) < 1):
         return 1
     Mg = M // group
-    K = Cg * w.shape[2] * w.shape[3] * w.shape[4]
-    if Mg == 1 or K <= DIRECT_MAX_K:
+    if Mg == 1:
         _conv_direct(x, w, bias, out, geometry)
+    elif kernels.size:
+        if kernels.shape[0] != 16 or kernels.shape[1] != M or kernels.shape[2] != Cg or not _winograd_fits(x, w, geometry):
+            return 1
+        _winograd(x, kernels, bias, out, geometry)
     else:
         _conv_product(x, w, bias, out, geometry)
     return 0
@@ -153,10 +157,14 @@ def _conv_product(x, w, bias, out, geometry):
                     _MATMUL(a, inputs[n, g * Cg:(g + 1) * Cg], target)
                 else:
                     _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols)
-                    _MATMUL(a, cols[:, :lc], target)
+                    if lc <= GEMV_MAX_COLUMNS:  # a matrix-vector product per column
+                        for q in range(lc):
+                            _MATMUL(a, cols[:, q:q + 1], target[:, q:q + 1])
+                    else:
+                        _MATMUL(a, cols[:, :lc], target)
                 if bias.size:
                     for m in range(Mg):
-                        _add(target[m], bias[g * Mg + m])
+                        _add(out.reshape(-1), ((n * M + g * Mg + m) * L + l0), lc, bias[g * Mg + m])
 
 
 @njit(cache=True, nogil=True)
@@ -169,9 +177,11 @@ def _pad(x, n, first, xp, pd, ph, pw):
 
 
 @njit(cache=True, nogil=True)
-def _add(y, b):
-    for t in range(y.size):
-        y[t] += b
+def _add(y, start, count, b):
+    """y[start + t] += b for t < count, y 1-d (unsigned indices, as _run)."""
+    s = np.uint64(start)
+    for t in range(np.uint64(count)):
+        y[s + t] += b
 
 
 @njit(cache=True, nogil=True)
@@ -210,6 +220,136 @@ def _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols):
                         origin = ((c * Dp + od * sd + a * dd) * Hp + oh * sh + e * dh) * Wp + f * dw
                         _run(target, at + start, source, origin + (start - row * OW) * sw, end - start, sw)
                     r += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Winograd's F(2x2, 3x3): 3x3 kernels, strides and dilations 1, one group. Each 4x4 tile of the
+# padded input (at every second row and column) is transformed (B^T d B), the 16 products of its
+# elements with the kernels' transforms (G g G^T, made at load) are summed over channels by 16 BLAS
+# products [M, C] x [C, tiles], and each tile's 2x2 outputs are A^T p A. 2.25 times fewer
+# multiplications than the direct product; float32 results differ from it by a few ulps of the sums.
+
+
+def winograd_kernels(w: np.ndarray) -> np.ndarray:
+    """The kernels of w [M, C, 3, 3] in Winograd's domain, [16, M, C] (index 4 i + j of G g G^T),
+    computed in float64 and rounded once."""
+    G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+    u = np.einsum("ia,mcab,jb->ijmc", G, w.astype(np.float64), G)
+    return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1]).astype(w.dtype))
+
+
+def winograd_fits(w_shape, strides, dilations, group: int) -> bool:
+    """Whether a Conv takes the Winograd path: 2-d, 3x3, strides and dilations 1, one group, and
+    enough channels for its products to pay (measured: see the module's docstring)."""
+    return (len(w_shape) == 4 and tuple(w_shape[2:]) == (3, 3) and list(strides) == [1, 1]
+            and list(dilations) == [1, 1] and group == 1 and min(w_shape[:2]) >= WINOGRAD_MIN_CHANNELS)
+
+
+@njit(cache=True, nogil=True)
+def _winograd_fits(x, w, geometry):
+    return (x.shape[2] == 1 and geometry[6] == 0 and w.shape[2] == 1 and w.shape[3] == 3 and w.shape[4] == 3 and geometry[1] == 1 and geometry[2] == 1
+            and geometry[4] == 1 and geometry[5] == 1 and geometry[9] == 1)
+
+
+@njit(cache=True, nogil=True)
+def _b(d0, d1, d2, d3):
+    """B^T [d0, d1, d2, d3]: F(2, 3)'s input transform."""
+    return d0 - d2, d1 + d2, d2 - d1, d1 - d3
+
+
+@njit(cache=True, nogil=True)
+def _a(p0, p1, p2, p3):
+    """A^T [p0, p1, p2, p3]: F(2, 3)'s output transform."""
+    return p0 + p1 + p2, p1 - p2 - p3
+
+
+@njit(cache=True, nogil=True)
+def _winograd(x, kernels, bias, out, geometry):
+    ph, pw = geometry[7], geometry[8]
+    N, C, H, W = x.shape[0], x.shape[1], x.shape[3], x.shape[4]
+    M = kernels.shape[1]
+    OH, OW = out.shape[3], out.shape[4]
+    TH, TW = (OH + 1) // 2, (OW + 1) // 2
+    T = TH * TW
+    Hp, Wp = max(H + ph, 2 * TH + 2), max(W + pw, 2 * TW + 2)
+    xp = np.zeros((C, 1, Hp, Wp), out.dtype)
+    V = np.empty((16, C, T), out.dtype)
+    P = np.empty((M, 16, T), out.dtype)
+    exact = OH == 2 * TH and OW == 2 * TW
+    y = np.empty((0 if exact else M, 2 * TH, 2 * TW), out.dtype)
+    for n in range(N):
+        _pad(x, n, 0, xp, 0, ph, pw)
+        _winograd_inputs(xp.reshape((C, Hp, Wp)), V, TH, TW)
+        for f in range(16):
+            _MATMUL(kernels[f], V[f], P[:, f, :])
+        if exact:
+            _winograd_outputs(P, bias, out[n].reshape((M, OH, OW)), TH, TW)
+        else:
+            _winograd_outputs(P, bias, y, TH, TW)
+            for m in range(M):
+                for i in range(OH):
+                    _run(out[n, m, 0, i], 0, y[m, i], 0, OW, 1)
+
+
+@njit(cache=True, nogil=True)
+def _winograd_inputs(xp, V, TH, TW):
+    """V[f, c, th * TW + tw] = (B^T d B)[f], d the 4x4 tile of xp [C, Hp, Wp] at (2 th, 2 tw).
+    (Flat unsigned indices, as _run.)"""
+    C, Hp, Wp = xp.shape
+    T = TH * TW
+    xf, vf = xp.reshape(-1), V.reshape(-1)
+    step, row, one, two = np.uint64(C * T), np.uint64(Wp), np.uint64(1), np.uint64(2)
+    for c in range(C):
+        for th in range(TH):
+            x0 = np.uint64((c * Hp + 2 * th) * Wp)
+            x1, x2, x3 = x0 + row, x0 + two * row, x0 + row + two * row
+            v = np.uint64(c * T + th * TW)
+            for tw in range(np.uint64(TW)):
+                j = two * tw
+                a0, a1, a2, a3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
+                j += one
+                b0, b1, b2, b3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
+                j += one
+                e0, e1, e2, e3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
+                j += one
+                f0, f1, f2, f3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
+                k = v + tw
+                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a0, b0, e0, f0)
+                k += (two + two) * step
+                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a1, b1, e1, f1)
+                k += (two + two) * step
+                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a2, b2, e2, f2)
+                k += (two + two) * step
+                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a3, b3, e3, f3)
+
+
+@njit(cache=True, nogil=True)
+def _winograd_outputs(P, bias, y, TH, TW):
+    """y[m, 2 th + i, 2 tw + j] = (A^T p A)[i, j] + bias[m], p the 16 values P[m, :, th * TW + tw];
+    y is [M, 2 TH, 2 TW] (C-contiguous)."""
+    M = P.shape[0]
+    T = TH * TW
+    pf, yf = P.reshape(-1), y.reshape(-1)
+    t, wide, one, two, four = np.uint64(T), np.uint64(2 * TW), np.uint64(1), np.uint64(2), np.uint64(4)
+    for m in range(M):
+        b = bias[m] if bias.size else 0.0
+        for th in range(TH):
+            p = np.uint64(m * 16 * T + th * TW)
+            o = np.uint64((m * 2 * TH + 2 * th) * 2 * TW)
+            for tw in range(np.uint64(TW)):
+                k = p + tw
+                s00, s10 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
+                k += t
+                s01, s11 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
+                k += t
+                s02, s12 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
+                k += t
+                s03, s13 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
+                y00, y01 = _a(s00, s01, s02, s03)
+                y10, y11 = _a(s10, s11, s12, s13)
+                j = o + two * tw
+                yf[j], yf[j + one] = y00 + b, y01 + b
+                yf[j + wide], yf[j + wide + one] = y10 + b, y11 + b
 
 
 @njit(cache=True, nogil=True)
@@ -267,7 +407,7 @@ def conv_transpose(x, w, bias, out, geometry):
 # loaded from Numba's cache finds the symbol.
 
 _ENTRIES = {f"{kind}_{dtype}": dtype for kind in ("conv", "conv_transpose") for dtype in ("float32", "float64")}
-_SIZES = 5 + 5 + 1 + 5 + 10  # the sizes of x, w, bias and out, and the geometry, passed as one int64 array
+_SIZES = 5 + 5 + 1 + 5 + 3 + 10  # the sizes of x, w, bias, out and kernels, and the geometry: one int64 array
 
 
 @intrinsic
@@ -293,39 +433,40 @@ def _c_array(typingctx, address, shape, dtype):
 
 
 @njit(nogil=True)
-def _arguments(dtype, xa, wa, ba, oa, sa):
-    """(x, w, bias, out, geometry) of an entry: the arrays at these addresses, their sizes (and the
-    geometry) read from the int64 array at sa."""
+def _arguments(dtype, xa, wa, ba, oa, ka, sa):
+    """(x, w, bias, out, geometry, kernels) of an entry: the arrays at these addresses, their sizes
+    (and the geometry) read from the int64 array at sa."""
     z = _c_array(sa, (_SIZES,), np.int64)
     x = _c_array(xa, (z[0], z[1], z[2], z[3], z[4]), dtype)
     w = _c_array(wa, (z[5], z[6], z[7], z[8], z[9]), dtype)
     bias = _c_array(ba, (z[10],), dtype)
     out = _c_array(oa, (z[11], z[12], z[13], z[14], z[15]), dtype)
-    return x, w, bias, out, (z[16], z[17], z[18], z[19], z[20], z[21], z[22], z[23], z[24], z[25])
+    kernels = _c_array(ka, (z[16], z[17], z[18]), dtype)
+    return x, w, bias, out, (z[19], z[20], z[21], z[22], z[23], z[24], z[25], z[26], z[27], z[28]), kernels
 
 
 # One function per entry for cfunc (and Numba's cache) to compile on its own.
-def _conv_float32(x, w, bias, out, sizes):
-    return conv(*_arguments(np.float32, x, w, bias, out, sizes))
+def _conv_float32(x, w, bias, out, kernels, sizes):
+    return conv(*_arguments(np.float32, x, w, bias, out, kernels, sizes))
 
 
-def _conv_float64(x, w, bias, out, sizes):
-    return conv(*_arguments(np.float64, x, w, bias, out, sizes))
+def _conv_float64(x, w, bias, out, kernels, sizes):
+    return conv(*_arguments(np.float64, x, w, bias, out, kernels, sizes))
 
 
-def _conv_transpose_float32(x, w, bias, out, sizes):
-    return conv_transpose(*_arguments(np.float32, x, w, bias, out, sizes))
+def _conv_transpose_float32(x, w, bias, out, kernels, sizes):
+    return conv_transpose(*_arguments(np.float32, x, w, bias, out, kernels, sizes)[:5])
 
 
-def _conv_transpose_float64(x, w, bias, out, sizes):
-    return conv_transpose(*_arguments(np.float64, x, w, bias, out, sizes))
+def _conv_transpose_float64(x, w, bias, out, kernels, sizes):
+    return conv_transpose(*_arguments(np.float64, x, w, bias, out, kernels, sizes)[:5])
 
 
 @functools.cache
 def _external(name: str) -> types.ExternalFunction:
     """Entry `name` (conv_float32, ...) compiled as a C function and registered with LLVM by its
     symbol; compiled once per machine (Numba's cache), loaded from it by later processes."""
-    signature = types.intp(*[types.intp] * 5)
+    signature = types.intp(*[types.intp] * 6)
     compiled = cfunc(signature, nopython=True, nogil=True, cache=True)(globals()[f"_{name}"])
     symbol = f"rnnloop_{name}"
     llvm.add_symbol(symbol, compiled.address)
@@ -338,15 +479,15 @@ def require(name: str) -> None:
 
 
 def _caller(name: str):
-    """The intrinsic kernels call entry `name` by, on arrays (x, w, bias, out: 5-d, 5-d, 1-d and 5-d,
-    C-contiguous, of the entry's dtype) and the geometry (a tuple of 10 ints); it returns the entry's
-    status. Typing it registers the symbol."""
+    """The intrinsic kernels call entry `name` by, on arrays (x, w, bias, out, kernels: 5-d, 5-d, 1-d,
+    5-d and 3-d, C-contiguous, of the entry's dtype) and the geometry (a tuple of 10 ints); it returns
+    the entry's status. Typing it registers the symbol."""
     dtype = _ENTRIES[name]
 
     @intrinsic
-    def call(typingctx, x, w, bias, out, geometry):
-        arrays = (x, w, bias, out)
-        if (not all(isinstance(a, types.Array) for a in arrays) or [a.ndim for a in arrays] != [5, 5, 1, 5]
+    def call(typingctx, x, w, bias, out, kernels, geometry):
+        arrays = (x, w, bias, out, kernels)
+        if (not all(isinstance(a, types.Array) for a in arrays) or [a.ndim for a in arrays] != [5, 5, 1, 5, 3]
                 or any(a.layout != "C" or str(a.dtype) != dtype for a in arrays)
                 or not isinstance(geometry, types.UniTuple) or geometry.count != 10
                 or not isinstance(geometry.dtype, types.Integer)):
@@ -356,19 +497,19 @@ def _caller(name: str):
         def codegen(context, builder, signature, args):
             intp = context.get_value_type(types.intp)
             addresses, sizes = [], []
-            for ty, value in zip(arrays, args[:4]):
+            for ty, value in zip(arrays, args[:5]):
                 array = context.make_array(ty)(context, builder, value)
                 addresses.append(builder.ptrtoint(array.data, intp))
                 sizes += cgutils.unpack_tuple(builder, array.shape)
             sizes += [context.cast(builder, v, geometry.dtype, types.intp)
-                      for v in cgutils.unpack_tuple(builder, args[4])]
+                      for v in cgutils.unpack_tuple(builder, args[5])]
             block = cgutils.alloca_once(builder, intp, size=len(sizes))
             for k, v in enumerate(sizes):
                 builder.store(v, builder.gep(block, [ir.Constant(intp, k)]))
-            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(intp, [intp] * 5),
+            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(intp, [intp] * 6),
                                                       external.symbol)
             return builder.call(function, addresses + [builder.ptrtoint(block, intp)])
-        return types.intp(x, w, bias, out, geometry), codegen
+        return types.intp(x, w, bias, out, kernels, geometry), codegen
     return call
 
 
@@ -494,7 +635,12 @@ def emit_conv(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     x5 = _as5(g.contiguous(x), [x.dim(k) for k in range(x.rank)])
     w5 = _as5(g.contiguous(w), [w.dim(k) for k in range(w.rank)])
     o5 = _as5(out, [x.dim(0), w.dim(0)] + outs)
-    _call(g, op, f"conv_{dtype.name}", [x5, w5, _bias(g, op, b, w.dim(0), dtype), o5, geometry])
+    value = g.const(op.inputs[1])
+    if value is not None and value.dtype == dtype and winograd_fits(value.shape, strides, dilations, group):
+        kernels = g.pass_constant(winograd_kernels(value), "k_winograd")  # laid out once, at load
+    else:
+        kernels = f"np.empty((0, 0, 0), {dtype_name(dtype)})"
+    _call(g, op, f"conv_{dtype.name}", [x5, w5, _bias(g, op, b, w.dim(0), dtype), o5, kernels, geometry])
     return [Var(out, dtype, x.rank, "buffer", tuple([x.dim(0), w.dim(0)] + outs))]
 
 
@@ -551,5 +697,6 @@ def emit_conv_transpose(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     x5 = _as5(g.contiguous(x), [x.dim(k) for k in range(x.rank)])
     w5 = _as5(g.contiguous(w), [w.dim(k) for k in range(w.rank)])
     o5 = _as5(out, [x.dim(0), channels] + outs)
-    _call(g, op, f"conv_transpose_{dtype.name}", [x5, w5, _bias(g, op, b, channels, dtype), o5, geometry])
+    none = f"np.empty((0, 0, 0), {dtype_name(dtype)})"
+    _call(g, op, f"conv_transpose_{dtype.name}", [x5, w5, _bias(g, op, b, channels, dtype), o5, none, geometry])
     return [Var(out, dtype, x.rank, "buffer", tuple([x.dim(0), channels] + outs))]
