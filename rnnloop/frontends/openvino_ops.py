@@ -887,3 +887,119 @@ def convert_reverse_sequence(n, x, lengths):
     b = n.b
     y = b.op1("ReverseSequence", b.op1("Transpose", x, perm=perm), lengths, batch_axis=0, time_axis=1)
     n.emit("Transpose", [y], perm=inverse)
+
+
+# ---------------------------------------------------------------------------------------------
+# convolutions (issue 23 item 1): into the IR's Conv and ConvTranspose (rnnloop/interp/conv_ops.py).
+# GroupConvolution's filters [G, O/G, I/G, k...] are the ONNX W [O, I/G, k...] of group G once their
+# first two axes merge (at load for a Const); the backprop layers' [G, I/G, O/G, k...] likewise.
+
+_AUTO_PAD = {"explicit": "NOTSET", "notset": "NOTSET", "valid": "VALID", "same_upper": "SAME_UPPER",
+             "same_lower": "SAME_LOWER"}
+
+
+def _conv_attrs(n, spatial: int) -> tuple[str, list[int], list[int], list[int], list[int]]:
+    """auto_pad (lower case, checked), strides, dilations, pads_begin and pads_end of `spatial` values each."""
+    auto_pad = n.attr("auto_pad", "explicit").lower()
+    if auto_pad not in _AUTO_PAD:
+        raise n.fail(f"auto_pad '{auto_pad}' is not one of {', '.join(_AUTO_PAD)}")
+    values = []
+    for key in ("strides", "dilations", "pads_begin", "pads_end"):
+        v = n.attr_ints(key, [1 if key in ("strides", "dilations") else 0] * spatial)
+        if len(v) != spatial:
+            raise n.fail(f"{key} has {len(v)} values for {spatial} spatial axes")
+        values.append(v)
+    return (auto_pad, *values)
+
+
+def _spatial(n, k: int = 1) -> int:
+    """The spatial rank of a convolution, from its filters' rank (input k), which the IR gives."""
+    shape = n.in_shape(k)
+    if shape is None:
+        raise n.unsupported("the filters' rank is not given")
+    return len(shape) - (3 if n.layer.type.startswith("Group") else 2)
+
+
+def _merged_filters(n, filters: str) -> str:
+    """Group filters [G, A, B, k...] as [G * A, B, k...]: reshaped at load when they are a Const."""
+    value = n.b.graph.constants.get(filters)
+    if value is not None:
+        return n.b.constant(np.ascontiguousarray(value.reshape((-1,) + value.shape[2:])))
+    shape = n.in_shape(1)
+    if shape is None or any(d is None for d in shape[2:]):
+        raise n.unsupported("computed group filters need their spatial shape, which the model does not give")
+    return n.b.op1("Reshape", filters, n.const([-1] + list(shape[2:])))
+
+
+def _convolution(n, x, filters, group: int) -> None:
+    spatial = _spatial(n)
+    auto_pad, strides, dilations, begin, end = _conv_attrs(n, spatial)
+    pads = {"pads": begin + end} if _AUTO_PAD[auto_pad] == "NOTSET" else {}
+    n.emit("Conv", [x, filters], auto_pad=_AUTO_PAD[auto_pad], strides=strides, dilations=dilations,
+           group=group, **pads)
+
+
+@_op("Convolution")
+def convert_convolution(n, x, filters):
+    _convolution(n, x, filters, 1)
+
+
+@_op("GroupConvolution")
+def convert_group_convolution(n, x, filters):
+    shape = n.in_shape(1)
+    if shape is None or shape[0] is None:
+        raise n.unsupported("the group count (the filters' first axis) is not given")
+    _convolution(n, x, _merged_filters(n, filters), int(shape[0]))
+
+
+def _backprop(n, x, filters, output_shape: str, group: int) -> None:
+    """ConvTranspose with OpenVINO's padding (its CPU plugin's, which the spec's text does not quite
+    say): without output_shape, pads_begin/pads_end for explicit and none otherwise (same_* only
+    take effect with output_shape); with output_shape, cut pads_begin (explicit), nothing (valid),
+    or of the total full - output_shape, ceil(total / 2) (same_upper) or floor(total / 2)
+    (same_lower), never less than 0, from the full result's beginning; output past its end is zeros."""
+    spatial = _spatial(n)
+    auto_pad, strides, dilations, begin, end = _conv_attrs(n, spatial)
+    output_padding = n.attr_ints("output_padding", [0] * spatial)
+    if len(output_padding) != spatial:
+        raise n.fail(f"output_padding has {len(output_padding)} values for {spatial} spatial axes")
+    attrs = dict(strides=strides, dilations=dilations, group=group, output_padding=output_padding)
+    if not output_shape:
+        n.emit("ConvTranspose", [x, filters], pads=(begin + end) if auto_pad in ("explicit", "notset") else
+               [0] * (2 * spatial), **attrs)
+        return
+    wanted = [int(v) for v in _constant(n, output_shape, "output_shape").reshape(-1)]
+    sizes, kernel = n.in_shape(0), n.in_shape(1)
+    if len(wanted) != spatial:
+        raise n.fail(f"output_shape has {len(wanted)} values for {spatial} spatial axes")
+    if sizes is None or any(d is None for d in sizes[2:]) or any(d is None for d in kernel[-spatial:]):
+        raise n.unsupported("output_shape needs the input's and the filters' spatial sizes, which the model "
+                            "does not give")
+    cut, trim, short = [], [], []  # from the full result's beginning and end; zeros after it
+    for a in range(spatial):
+        full = (strides[a] * (sizes[2 + a] - 1) + (kernel[-spatial + a] - 1) * dilations[a] + 1
+                + output_padding[a])
+        total = full - wanted[a]
+        c = {"explicit": begin[a], "notset": begin[a], "valid": 0, "same_upper": total - total // 2,
+             "same_lower": total // 2}[auto_pad]
+        cut.append(max(c, 0))
+        trim.append(max(full - cut[a] - wanted[a], 0))
+        short.append(wanted[a] - (full - cut[a] - trim[a]))
+    y = n.b.op1("ConvTranspose", x, filters, pads=cut + trim, **attrs)
+    if any(short):  # output_shape reaches past the full result: zeros
+        n.emit("Pad", [y, n.const([0] * (2 + spatial) + [0, 0] + short)], mode="constant")
+    else:
+        n.emit("Identity", [y])
+
+
+@_op("ConvolutionBackpropData")
+def convert_convolution_backprop_data(n, x, filters, output_shape=""):
+    _backprop(n, x, filters, output_shape, 1)
+
+
+@_op("GroupConvolutionBackpropData")
+def convert_group_convolution_backprop_data(n, x, filters, output_shape=""):
+    shape = n.in_shape(1)
+    if shape is None or shape[0] is None:
+        raise n.unsupported("the group count (the filters' first axis) is not given")
+    _backprop(n, x, _merged_filters(n, filters), output_shape, int(shape[0]))
