@@ -16,13 +16,16 @@ from onnx import defs, numpy_helper, shape_inference
 from .errors import BuildError
 from .export import OPSET, node_proto, type_proto
 from .frontends.onnx import ir_type
-from .ir import Op, Type
+from .ir import Op, TensorType, Type
 
 # Ops ONNX no longer has, whose output has their input's type; and ops whose output has their input's
 # type that ONNX defines by a function body alone (no inference of their own at OPSET).
 _SAME_TYPE = frozenset({"Affine", "ScaledTanh", "GroupNormalization", "MeanVarianceNormalization"})
 # Ops whose IR form is newer than OPSET: inferred by the schema of that version.
-_NEWER = {"AveragePool": 19}
+_NEWER = {"AveragePool": 19, "Gelu": 20, "SpaceToDepth": 28}
+# Ops whose output has their input's rank, which ONNX's inference leaves unknown when their pads or
+# axes are computed at run time.
+_SAME_RANK = frozenset({"Pad"})
 _DATA_LIMIT = 4096  # elements of a constant input passed to inference as data
 # Ops whose output ONNX's inference leaves without a shape unless their sizes are constants: their
 # rank from interp.signal_ops.output_type.
@@ -56,6 +59,9 @@ def infer(op: Op, types: list[Type | None], values: dict[str, np.ndarray]) -> li
         raise BuildError(f"{op.where()}: its inputs ({shown}) or attributes ({_attrs(op.attrs)}) do not fit "
                          f"the op: {reason}") from None
     outs = [ir_type(inferred[n]) if n in inferred else None for n in op.outputs]
+    if op.op_type in _SAME_RANK and outs[0] is not None and outs[0].shape is None \
+            and isinstance(types[0], TensorType) and types[0].shape is not None:
+        outs[0] = TensorType(outs[0].dtype, (None,) * len(types[0].shape))
     if op.op_type in _SIGNAL and (outs[0] is None or outs[0].shape is None):  # (sizes ONNX could not compute)
         from .interp.signal_ops import output_type
         outs[0] = output_type(op, types) or outs[0]
