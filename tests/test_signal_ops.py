@@ -221,7 +221,7 @@ def _front_ends() -> onnx.ModelProto:
               v("step", I64, []), v("flen", I64, []), v("win", F32, ["W"]), v("win16", F32, ["V"]),
               v("spec", F32, ["B", "F", 10, 1]),
               v("cspec", F32, ["B", "F", 6, 2]), v("dlen", I64, []), v("ax", I64, []), v("wsize", I32, []),
-              v("mels", I64, []), v("nfft", I64, []), v("rate", I64, []), v("lo", F32, []), v("hi", F32, [])]
+              v("flen256", I64, []), v("mels", I64, []), v("nfft", I64, []), v("rate", I64, []), v("lo", F32, []), v("hi", F32, [])]
     constants = {"hann256": np.hanning(256).astype(np.float32), "n256": np.array(256, np.int64),
                  "n16": np.array(16, np.int64), "n512": np.array(512, np.int64), "n7": np.array(7, np.int64), "axis_m2": np.array(-2, np.int64),
                  "axis_1": np.array(1, np.int64)}
@@ -237,6 +237,8 @@ def _front_ends() -> onnx.ModelProto:
         n("DFT", ["spec", "dlen", "axis_1"], ["dft_inner"], name="dft_inner"),
         n("DFT", ["cspec", "", "ax"], ["dft_irfft"], name="dft_irfft", inverse=1, onesided=1),
         n("DFT", ["cspec", "", "axis_m2"], ["dft_inverse"], name="dft_inverse", inverse=1),
+        n("DFT", ["cspec", "", "axis_m2"], ["dft_irfft_rows"], name="dft_irfft_rows", inverse=1, onesided=1),
+        n("STFT", ["sig", "step", "hann256", "flen256"], ["stft_checked"], name="stft_checked"),
         n("HannWindow", ["wsize"], ["hann"], name="hann"),
         n("HammingWindow", ["wsize"], ["hamming"], name="hamming", periodic=0, output_datatype=F64),
         n("BlackmanWindow", ["wsize"], ["blackman"], name="blackman", output_datatype=I64),
@@ -260,7 +262,7 @@ def _feeds(batch: int, length: int, frames: int, window: int = 16, seed: int = 0
              "win": np.hanning(window).astype(np.float32), "win16": np.hamming(16).astype(np.float32),
              "spec": rng.standard_normal((batch, frames, 10, 1)).astype(np.float32),
              "cspec": rng.standard_normal((batch, frames, 6, 2)).astype(np.float32),
-             "dlen": np.array(12, np.int64), "ax": np.array(-2, np.int64), "wsize": np.array(20, np.int32),
+             "flen256": np.array(256, np.int64), "dlen": np.array(12, np.int64), "ax": np.array(-2, np.int64), "wsize": np.array(20, np.int32),
              "mels": np.array(10, np.int64), "nfft": np.array(256, np.int64), "rate": np.array(16000, np.int64),
              "lo": np.array(50, np.float32), "hi": np.array(7000, np.float32)}
     feeds.update(changes)
@@ -295,6 +297,7 @@ def test_every_audio_op_compiles_into_one_region_that_agrees_with_the_interprete
 @pytest.mark.parametrize("changes, message", [
     ({"flen": np.array(601, np.int64)}, "STFT 'stft_rank2'.*frame_length 601 is longer than the signal \\(600 samples\\)"),
     ({"win16": np.ones(12, np.float32)}, "STFT 'stft_window'.*the window has 12 values but frame_length is 16"),
+    ({"flen256": np.array(255, np.int64)}, "STFT 'stft_checked'.*the window has 256 values but frame_length is 255"),
     ({"step": np.array(0, np.int64)}, "STFT 'stft_folded'.*frame_step 0 must be at least 1"),
     ({"dlen": np.array(0, np.int64)}, "DFT 'dft_inner'.*dft_length 0 must be at least 1"),
     ({"ax": np.array(-1, np.int64)}, "DFT 'dft_irfft'.*axis -1 is outside"),

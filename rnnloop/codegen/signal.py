@@ -379,19 +379,16 @@ def emit_stft(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     hop = _int_of(g, op, 1, step, "frame_step")
     g.fail_if(f"{hop} < 1", op, "frame_step {a} must be at least 1", a=hop)
     window_value = g.const(op.inputs[2]) if window is not None else None
+    given = _int_of(g, op, 3, length, "frame_length") if length is not None else None
     fixed = _constant_int(g, op.inputs[3]) if length is not None else None
-    if fixed is None and window_value is not None:
+    if window_value is not None:
+        if fixed is not None and window_value.shape[0] != fixed:
+            raise NoRule("the constant window and frame_length disagree")  # (the interpreter says so)
         fixed = window_value.shape[0]
-    if fixed is not None and window_value is not None and window_value.shape[0] != fixed:
-        raise NoRule("the constant window and frame_length disagree")  # (the interpreter says so)
-    if fixed is not None:
-        n = str(fixed)
-    else:
-        n = _int_of(g, op, 3, length, "frame_length") if length is not None else \
-            window.dim(0) if window is not None else samples
-    if window is not None and window_value is None:
-        g.fail_if(f"{window.dim(0)} != {n}", op, "the window has {a} values but frame_length is {b}; they must agree",
-                  a=window.dim(0), b=n)
+    n = str(fixed) if fixed is not None else given or (window.dim(0) if window is not None else samples)
+    if window is not None and given is not None:
+        g.fail_if(f"{window.dim(0)} != {given}", op, "the window has {a} values but frame_length is {b}; they must "
+                  "agree", a=window.dim(0), b=given)
     g.fail_if(f"{n} < 1", op, "frame_length {a} must be at least 1", a=n)
     g.fail_if(f"{n} > {samples}", op, "frame_length {a} is longer than the signal ({b} samples): no frame fits",
               a=n, b=samples)
