@@ -380,6 +380,7 @@ def _mel_filters(bins: int, mels: int, rate: int) -> np.ndarray:
     return np.maximum(0, np.minimum(down, up)).astype(np.float32)
 
 
+@pytest.mark.slow  # (a kernel of its own: 20-30 s cold)
 def test_a_torch_mel_spectrogram_export_is_one_region_matching_torch():
     # torchaudio.transforms.MelSpectrogram's computation from torch ops (torchaudio may be absent):
     # a centred STFT, the power spectrum, the mel filters, the log.
@@ -407,3 +408,21 @@ def test_a_torch_mel_spectrogram_export_is_one_region_matching_torch():
             warnings.simplefilter("ignore")
             expected = module(audio).numpy()
         assert_same(session.run(None, {"audio": audio.numpy()}), [expected], rtol=1e-3, atol=1e-3)
+
+
+def test_the_network_builder_makes_the_audio_ops_with_onnx_type_codes():
+    net = rnnloop.Network("spectrum")
+    audio = net.add_input("audio", np.float32, ("batch", "samples", 1))
+    window = net.hann_window(net.constant(np.array(16, np.int64)))
+    spectra = net.stft(audio, net.constant(np.array(8, np.int64)), window, net.constant(np.array(16, np.int64)))
+    mel = net.mel_weight_matrix(*(net.constant(np.array(v, np.int64)) for v in (4, 16, 8000)),
+                                net.constant(np.array(0, np.float32)), net.constant(np.array(4000, np.float32)),
+                                output_datatype=TensorProto.DOUBLE)
+    net.mark_output(spectra, "spectra")
+    net.mark_output(mel, "mel")
+    audio_feed = _rng().standard_normal((2, 64, 1)).astype(np.float32)
+    got = net.compile(backend="interp").run(None, {"audio": audio_feed})
+    frames = np.stack([audio_feed[:, k * 8:k * 8 + 16, 0] * np.hanning(17)[:16] for k in range(7)], axis=1)
+    spectrum = np.fft.rfft(frames, axis=-1)
+    np.testing.assert_allclose(got[0], np.stack([spectrum.real, spectrum.imag], -1), rtol=RTOL, atol=ATOL)
+    assert got[1].dtype == np.float64 and got[1].shape == (9, 4)

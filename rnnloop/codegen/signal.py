@@ -37,7 +37,8 @@ import math
 import numpy as np
 from numba import njit
 
-from ..interp.signal_ops import WINDOWS
+from ..errors import OpError
+from ..interp.signal_ops import WINDOWS, output_dtype
 from ..ir import Op, TensorType
 from .emitter import NoRule, Var, dtype_name
 from .kernel import LoopGen, _scalar_of, emits, matmul_call
@@ -507,7 +508,10 @@ def emit_dft(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
 
 
 def _output_dtype(op: Op) -> np.dtype:
-    dtype = np.dtype(op.attrs.get("output_datatype", np.float32))
+    try:
+        dtype = output_dtype(op.attrs.get("output_datatype", np.float32))
+    except OpError as e:
+        raise NoRule(str(e)) from None  # (the interpreter says so)
     if dtype.kind not in "iuf" or dtype == np.float16:
         raise NoRule(f"output_datatype {dtype} is not compiled")
     return dtype

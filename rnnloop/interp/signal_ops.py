@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import OpError
@@ -126,7 +127,19 @@ def run_stft(signal: np.ndarray, frame_step: np.ndarray, window: np.ndarray | No
     return _pairs(y, signal.dtype)
 
 
-def _output_dtype(output_datatype) -> np.dtype:
+# ONNX's TensorProto codes of the types the windows and MelWeightMatrix make, for an IR built with the
+# ONNX spelling (Network: output_datatype=11); the ONNX front end passes NumPy dtypes.
+_CODES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 10: "float16",
+          11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+
+
+def output_dtype(output_datatype) -> np.dtype:
+    """output_datatype (a NumPy dtype, or an ONNX TensorProto code) as a dtype; an OpError for others."""
+    if isinstance(output_datatype, (int, np.integer)):
+        if int(output_datatype) not in _CODES:
+            raise OpError(f"output_datatype {int(output_datatype)} is not the code of an integer or float type")
+        name = _CODES[int(output_datatype)]
+        output_datatype = ml_dtypes.bfloat16 if name == "bfloat16" else name
     dtype = np.dtype(output_datatype)
     if dtype.kind not in "iuf" and dtype.name != "bfloat16":
         raise OpError(f"output_datatype {dtype} is not a numeric type (the op makes integers or floats)")
@@ -148,7 +161,7 @@ def _window(op_type: str):
     coefficients = WINDOWS[op_type]
 
     def run_window(size: np.ndarray, *, periodic: int = 1, output_datatype=np.dtype(np.float32)) -> np.ndarray:
-        dtype = _output_dtype(output_datatype)
+        dtype = output_dtype(output_datatype)
         with np.errstate(all="ignore"):  # a NaN (a symmetric window of one value) cast to integers
             return cosine_sum_window(as_int(size, "size"), _flag(periodic, "periodic"), coefficients).astype(dtype)
 
@@ -187,7 +200,7 @@ def run_mel_weight_matrix(num_mel_bins: np.ndarray, dft_length: np.ndarray, samp
     """y[dft_length // 2 + 1, num_mel_bins]: column i a triangle rising from 0 at bin i to 1 at bin
     i + 1 and falling to 0 at bin i + 2 of the mel-spaced bins (mel(f) = 2595 log10(1 + f / 700))
     between lower_edge_hertz and upper_edge_hertz; both edges must fall inside the spectrum."""
-    dtype = _output_dtype(output_datatype)
+    dtype = output_dtype(output_datatype)
     mels, n, rate = (as_int(v, what) for v, what in ((num_mel_bins, "num_mel_bins"), (dft_length, "dft_length"),
                                                       (sample_rate, "sample_rate")))
     lower, upper = float(np.asarray(lower_edge_hertz).reshape(-1)[0]), float(np.asarray(upper_edge_hertz).reshape(-1)[0])
@@ -226,7 +239,7 @@ def output_type(op: Op, types: list) -> TensorType | None:
     if op.op_type == "DFT":
         return TensorType(dtype, (None,) * len(first.shape)) if dtype and first.shape is not None else None
     if op.op_type in WINDOWS:
-        return TensorType(np.dtype(op.attrs.get("output_datatype", np.float32)), (None,))
+        return TensorType(output_dtype(op.attrs.get("output_datatype", np.float32)), (None,))
     if op.op_type == "MelWeightMatrix":
-        return TensorType(np.dtype(op.attrs.get("output_datatype", np.float32)), (None, None))
+        return TensorType(output_dtype(op.attrs.get("output_datatype", np.float32)), (None, None))
     return None
