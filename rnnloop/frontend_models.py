@@ -97,8 +97,9 @@ def crnn(batch: int = 1, height: int = 32, width: int = 100, hidden: int = 256, 
          seed: int = 0) -> Built:
     """A CRNN text recogniser (Shi et al.; the shape of published OCR heads): on a greyscale image
     [batch, 1, height, width], five 3x3 Conv + BatchNormalization + ReLU blocks with MaxPools
-    (1 -> 64 -> 128 -> 256 -> 256 -> 256 channels, pooled 2x2, 2x2, 2x1, 2x1 down to height 1 for
-    height 32), the columns as a sequence [width/4, batch, 256], two bidirectional LSTM(hidden) layers
+    (1 -> 64 -> 128 -> 256 -> 256 -> 256 channels, pooled 2x2, 2x2, 2x1, 2x1: height 32 becomes 2),
+    the maximum over the height, the columns as a sequence [width/4, batch, 256], two bidirectional
+    LSTM(hidden) layers
     with the Transpose/Reshape glue torch exports, and a Linear head with LogSoftmax over `classes`.
     Output logp[width/4, batch, classes]."""
     rng = np.random.default_rng(seed)
@@ -123,7 +124,7 @@ def crnn(batch: int = 1, height: int = 32, width: int = 100, hidden: int = 256, 
             kh, kw = pools[j]
             lines.append(f"pool{j} = MaxPool <kernel_shape = [{kh}, {kw}], strides = [{kh}, {kw}]> ({x})")
             x = f"pool{j}"
-    lines += [f"columns = ReduceMax <axes = [2], keepdims = 0> ({x})",  # height 1 (32 pooled 4 times by 2)
+    lines += [f"columns = ReduceMax <axes = [2], keepdims = 0> ({x})",
               "sequence = Transpose <perm = [2, 0, 1]> (columns)"]
     x = "sequence"
     for k in range(2):

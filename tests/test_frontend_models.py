@@ -151,7 +151,7 @@ def _torch_modules():
             self.head = nn.Linear(512, 37)
 
         def forward(self, image):
-            columns = self.cnn(image).squeeze(2).permute(2, 0, 1)
+            columns = self.cnn(image).amax(dim=2).permute(2, 0, 1)
             return self.head(self.rnn(columns)[0]).log_softmax(2)
 
     class Fsmn(nn.Module):
