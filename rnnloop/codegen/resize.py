@@ -55,7 +55,7 @@ def emit_resize(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         raise NoRule("not exactly one of scales and sizes is given (or one is empty only at run time)")
     dtype, _ = g.out_type(op.outputs[0], rank, x.dtype)
     plan = _plan(g, op, x, axes, scales, sizes, policy)
-    bounds = _roi(g, op, ins, axes) if ctm == "tf_crop_and_resize" else [("0.0", "1.0")] * len(axes)
+    bounds = _roi(g, op, ins, axes) if ctm == "tf_crop_and_resize" else [("np.float64(0.0)", "np.float64(1.0)")] * len(axes)
     emit = g.body
     work = x.dtype if exact else np.dtype(np.float64)
     extrapolation = literal(np.asarray(a.get("extrapolation_value", 0.0)).astype(work)[()], work)

@@ -662,9 +662,9 @@ def _pad_layer(n, x, begin, end, value, negative: bool):
         _symmetric_pad(n, x, begin, end)
         return
     b = n.b
+    fixed = [b.graph.constants.get(v) for v in (begin, end)]
     pads = b.op1("Concat", _as_int64(n, begin), _as_int64(n, end), axis=0)
-    fixed = b.graph.constants.get(pads)
-    if mode == "constant" or not negative or (fixed is not None and (fixed >= 0).all()):
+    if mode == "constant" or not negative or all(f is not None and (f >= 0).all() for f in fixed):
         n.emit("Pad", [x, pads, value] if value and mode == "constant" else [x, pads], mode=mode)
         return
     # OpenVINO pads from the whole input, then crops (ONNX crops first: an edge or reflection would
@@ -686,8 +686,8 @@ def _symmetric_pad(n, x, begin, end):
     if shape is None:
         raise n.unsupported("pad_mode 'symmetric' needs the input's rank, which the model does not give")
     b = n.b
-    begin, end = _as_int64(n, begin), _as_int64(n, end)
     fixed = [b.graph.constants.get(v) for v in (begin, end)]
+    begin, end = _as_int64(n, begin), _as_int64(n, end)
     for a in range(len(shape)):
         if all(f is not None and f.reshape(-1)[a] == 0 for f in fixed):
             continue
