@@ -5,13 +5,15 @@ Each op becomes a call of a small compiled function (ModuleGen.helper, shared by
 writes buffers the kernel allocated. The semantics are the interpreter's (rnnloop.interp.nn_ops):
 
 - A pool's output sizes and begin pads are computed in the kernel from the input's dims (any
-  batch and image size, one kernel); kernel, strides, dilations and pads are baked in. For each
-  output row, the taps of the last axis run outermost and the output positions innermost, so the
-  inner loop writes one contiguous row and reads the input at a fixed stride, with no test per
-  element: the range of positions a tap reaches inside the input is computed once per call.
-  Taps are still visited in row-major kernel order for each output, which decides MaxPool's ties.
-- Sums (means, variances, norms) accumulate in float64 and are rounded to the computation type
-  once; a mean or norm is applied by multiplying with its reciprocal.
+  batch and image size, one kernel); kernel, strides, dilations and pads are baked in. A pool is
+  folded one spatial axis at a time (see _pool_function), each pass a loop along contiguous rows
+  with no test per element, which vectorises.
+- Sums (means, variances, norms) accumulate in float64, eight running sums at a time (a
+  sequential sum cannot vectorise), and are rounded to the computation type once; a mean or norm
+  is applied by multiplying with its reciprocal. Normalised rows are contiguous runs of the input
+  (np.ascontiguousarray: a view of a C-contiguous input, a copy of another).
+- Loops index views by loop counters alone where they can: Numba then knows the index is not
+  negative, and drops the wraparound test that would keep the loop from vectorising.
 """
 
 from __future__ import annotations
@@ -188,9 +190,20 @@ def emit_pool(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
 
 
 def _pool_function(pool: _Pool, dtype: np.dtype) -> str:
-    """The function (y, [ind,] x, o.., pb.., [pe..]) of one pool; FUNCTION stands for its name."""
+    """The function (y, [ind,] x, o.., pb.., [pe..]) of one pool; FUNCTION stands for its name.
+
+    Pools are separable: each N, C plane is folded one axis at a time. Along an axis before the
+    last, whole rows fold at once: a tap outside the input skips its row, and the inner loop runs
+    along a contiguous row with no test per element. Along the last axis, the positions whose taps
+    are all inside the row fold tap by tap over a contiguous run (every stride-th of it is an
+    output), the few at the ends tap by tap with checks. The axes before the last go first, so the
+    strided last pass works on the fewest rows; MaxPool with indices goes the other way, last axis
+    first, per output, so that its taps are met in row-major kernel order (the first maximum, or the
+    first NaN, is the one it reports).
+    """
     nd, last = pool.nd, pool.nd - 1
     o, pb, pe = ([f"{p}{a}" for a in range(nd)] for p in ("o", "pb", "pe"))
+    n = [f"n{a}" for a in range(nd)]
     params = ["y"] + (["ind"] if pool.indices else []) + ["x"] + o + pb + (pe if pool.include_pad else [])
     e = _function(params, f"{pool.kind} of {nd} axes: kernel {list(pool.kernel)}, strides {list(pool.strides)}, "
                           f"dilations {list(pool.dilations)}" + (", count_include_pad" if pool.include_pad else "")
@@ -198,95 +211,218 @@ def _pool_function(pool: _Pool, dtype: np.dtype) -> str:
                   + (", with indices" + (" (column major)" if pool.column_major else "") if pool.indices else ""))
     for a in range(nd):
         e(f"n{a} = x.shape[{a + 2}]")
-    k, s, d = pool.kernel, pool.strides, pool.dilations
-    # The output positions tap j of the last axis reaches inside the input: [lo[j], hi[j]).
-    e(f"lo = np.empty({k[last]}, np.int64)")
-    e(f"hi = np.empty({k[last]}, np.int64)")
-    with e.block(f"for j in range({k[last]}):"):
-        e(f"q = j * {d[last]} - pb{last}")
-        e(f"lo[j] = min(max(-(q // {s[last]}), 0), o{last})")
-        e(f"hi[j] = max(min(-((q - n{last}) // {s[last]}), o{last}), lo[j])")
+    k, s, d = pool.kernel[last], pool.strides[last], pool.dilations[last]
+    # The positions of the last axis whose every tap is inside the input: [inner_lo, inner_hi).
+    e(f"inner_lo = min(max(-(-pb{last} // {s}), 0), o{last})")
+    e(f"inner_hi = max(min(-(({(k - 1) * d} - pb{last} - n{last}) // {s}), o{last}), inner_lo)")
     if pool.kind == "AveragePool":
         _pool_counts(e, pool)
+    t = dtype_name(dtype)
     if pool.indices:
-        sizes = [f"n{a}" for a in range(nd)]
         for a in range(nd):  # the step of each spatial axis in a flat index of one N, C plane
-            factors = sizes[:a] if pool.column_major else sizes[a + 1:]
+            factors = n[:a] if pool.column_major else n[a + 1:]
             e(f"st{a} = {' * '.join(factors) or '1'}")
-        e(f"plane = {' * '.join(sizes)}")
-    lowest = literal(-np.inf if dtype.kind == "f" else np.iinfo(dtype).min, dtype)
-    init = lowest if pool.kind == "MaxPool" else literal(0, dtype)
-    i = [f"i{a}" for a in range(nd)]
+        e(f"plane = {' * '.join(n)}")
+        order = list(range(last, -1, -1))
+        between = {a: n[:a] + o[a:] for a in range(1, nd)}  # the plane after the pass along a
+    else:
+        e(f"run = np.empty(max(n{last}, 1), {t})")  # a row folded at every position (stride 1)
+        order = list(range(nd))
+        between = {a: o[:a + 1] + n[a + 1:] for a in range(last)}
+    for a, dims in between.items():
+        e(f"t{a} = np.empty(({', '.join(dims)},), {t})")
+        if pool.indices:
+            e(f"u{a} = np.empty(({', '.join(dims)},), np.int64)")
     with e.block("for b in range(x.shape[0]):"), e.block("for c in range(x.shape[1]):"):
         e("xp = x[b, c]")
         e("yp = y[b, c]")
         if pool.indices:
             e("ip = ind[b, c]")
             e("first = (b * x.shape[1] + c) * plane")
-        with _loops(e, i, o):
-            e(f"yp[{', '.join(i)}] = {init}")
+        source = "xp"
+        for step, a in enumerate(order):
+            final = step == nd - 1
+            dst, dst_index = ("yp", "ip") if final else (f"t{a}", f"u{a}")
             if pool.indices:
-                e(f"ip[{', '.join(i)}] = -1")
-        with _loops(e, i[:last], o[:last]), ExitStack() as taps:
-            for a in range(last):  # the taps of the outer axes: each one a row of the input, if inside it
-                taps.enter_context(e.block(f"for j{a} in range({k[a]}):"))
-                e(f"p{a} = i{a} * {s[a]} - pb{a} + j{a} * {d[a]}")
-                with e.block(f"if p{a} < 0 or p{a} >= n{a}:"):
-                    e("continue")
-            with e.block(f"for j{last} in range({k[last]}):"):
-                e(f"q = j{last} * {d[last]} - pb{last}")
-                with e.block(f"for i{last} in range(lo[j{last}], hi[j{last}]):"):
-                    e(f"p{last} = i{last} * {s[last]} + q")
-                    e(f"v = xp[{', '.join(f'p{a}' for a in range(nd))}]")
-                    _pool_update(e, pool, dtype, f"[{', '.join(i)}]")
+                rows = n[:a]
+                if a == last:
+                    _pool_last_pass_indexed(e, pool, dtype, rows, source, dst, dst_index)
+                else:
+                    _pool_row_pass(e, pool, dtype, a, n[:a], o[a + 1:], source, dst, f"u{a + 1}", dst_index)
+            elif a == last:
+                _pool_last_pass(e, pool, dtype, o[:a], source, dst, raw=source == "xp")
+            else:
+                _pool_row_pass(e, pool, dtype, a, o[:a], n[a + 1:], source, dst)
+            source = dst
         if pool.kind == "AveragePool":
             _pool_divide(e, pool, dtype)
         elif pool.kind == "LpPool" and pool.p != 1:
-            with _loops(e, i, o):
-                at = f"yp[{', '.join(i)}]"
+            yp = [f"i{a}" for a in range(nd)]
+            with _loops(e, yp, o):
+                at = f"yp[{', '.join(yp)}]"
                 e(f"{at} = np.sqrt({at})" if pool.p == 2 else f"{at} = {at} ** {literal(1.0 / pool.p, dtype)}")
     return e.text()
 
 
-def _pool_update(e: Emitter, pool: _Pool, dtype: np.dtype, at: str) -> None:
-    """Fold the tap's value v into the output element yp[at] (and ip[at])."""
-    y = f"yp{at}"
-    if pool.kind == "AveragePool":
-        e(f"{y} += v")
-    elif pool.kind == "LpPool":
-        term = "abs(v)" if pool.p == 1 else "v * v" if pool.p == 2 else f"abs(v) ** {literal(pool.p, dtype)}"
-        e(f"{y} += {term}")
-    elif not pool.indices:
-        e(f"{y} = _m.maximum({y}, v)" if dtype.kind == "f" else f"{y} = max({y}, v)")
-    else:  # the first maximum (or NaN) in tap order, and where it is
-        nan = f" or (v != v and {y} == {y})" if dtype.kind == "f" else ""
-        with e.block(f"if v > {y} or ip{at} < 0{nan}:"):
-            e(f"{y} = v")
-            e(f"ip{at} = first + {' + '.join(f'p{a} * st{a}' for a in range(pool.nd))}")
+def _pool_init(pool: _Pool, dtype: np.dtype) -> str:
+    if pool.kind != "MaxPool":
+        return literal(0, dtype)
+    return literal(-np.inf if dtype.kind == "f" else np.iinfo(dtype).min, dtype)
+
+
+def _pool_fold(e: Emitter, pool: _Pool, dtype: np.dtype, acc: str, v: str, at: str | None = None,
+               where: str | None = None, valid: str | None = None) -> None:
+    """acc = acc folded with v (and for MaxPool with indices, at = where when v is the new maximum:
+    the first maximum, or the first NaN, in tap order; `valid`, when given, says v comes from a tap)."""
+    if pool.kind != "MaxPool":
+        e(f"{acc} += {v}")
+    elif pool.indices:
+        nan = f" or ({v} != {v} and {acc} == {acc})" if dtype.kind == "f" else ""
+        check = f"{valid} and (" if valid else "("
+        with e.block(f"if {check}{v} > {acc} or {at} < 0{nan}):"):
+            e(f"{acc} = {v}")
+            e(f"{at} = {where}")
+    else:  # (Numba's np.maximum: NaN if either is, the first of equals; a loop of them vectorises)
+        e(f"{acc} = np.maximum({acc}, {v})")
+
+
+def _pool_term(pool: _Pool, dtype: np.dtype, v: str) -> str:
+    """The value a tap adds: LpPool's |v|^p."""
+    if pool.kind != "LpPool":
+        return v
+    return f"abs({v})" if pool.p == 1 else f"{v} * {v}" if pool.p == 2 else f"abs({v}) ** {literal(pool.p, dtype)}"
+
+
+def _pool_edges(e: Emitter, pool: _Pool, dtype: np.dtype, where: str | None = None, raw: bool = True) -> None:
+    """The positions of the last axis with a tap outside the row (xr into dr), each tap checked (`raw`:
+    xr is the input, whose values LpPool raises to p; otherwise a pass already did)."""
+    last = pool.nd - 1
+    k, s, d = pool.kernel[last], pool.strides[last], pool.dilations[last]
+    spans = ["range(inner_lo)", f"range(inner_hi, o{last})"] if where is None else \
+        ["range(inner_lo)", "range(inner_lo, inner_hi)", f"range(inner_hi, o{last})"]
+    for k_span, span in enumerate(spans):
+        checked = where is None or k_span != 1
+        with e.block(f"for i in {span}:"):
+            e(f"q = i * {s} - pb{last}")
+            e(f"acc = {_pool_init(pool, dtype)}")
+            if where is not None:
+                e("at = -1")
+            for j in range(k):
+                p = f"q + {j * d}" if j else "q"
+                with e.block(f"if {p} >= 0 and {p} < n{last}:") if checked else ExitStack():
+                    e(f"v = xr[{p}]")
+                    _pool_fold(e, pool, dtype, "acc", _pool_term(pool, dtype, "v") if raw else "v", "at",
+                               None if where is None else f"{where} + ({p}) * st{last}")
+            e("dr[i] = acc")
+            if where is not None:
+                e("ir[i] = at")
+
+
+def _pool_last_pass(e: Emitter, pool: _Pool, dtype: np.dtype, rows: list[str], src: str, dst: str,
+                    raw: bool) -> None:
+    """Each row of the source (its axes before the last: `rows`) into output positions along the last
+    axis: the inner positions from `run`, the row folded tap by tap at every position from the first
+    inner window's start (contiguous loops that vectorise), then every stride-th."""
+    last = pool.nd - 1
+    k, s, d = pool.kernel[last], pool.strides[last], pool.dilations[last]
+    idx = [f"r{a}" for a in range(len(rows))]
+    with _loops(e, idx, rows):
+        e(f"xr = {src}[{', '.join(idx)}]" if idx else f"xr = {src}")
+        e(f"dr = {dst}[{', '.join(idx)}]" if idx else f"dr = {dst}")
+        _pool_edges(e, pool, dtype, raw=raw)
+        e(f"start = inner_lo * {s} - pb{last}")
+        e(f"span = (inner_hi - inner_lo - 1) * {s} + 1 if inner_hi > inner_lo else 0")
+        # (views from where the runs start: indices that are loop counters, which Numba knows are not
+        # negative, so the loops have no wraparound test and vectorise)
+        e("xs = xr[max(start, 0):]")
+        e("ds = dr[inner_lo:]")
+        folded = "ds" if s == 1 else "run"
+        for j in range(k):
+            with e.block("for i in range(span):"):
+                v = f"xs[i + {j * d}]" if j else "xs[i]"
+                v = _pool_term(pool, dtype, v) if raw else v
+                if j == 0:
+                    e(f"{folded}[i] = {v}")
+                else:
+                    e(f"v = {v}")
+                    e(f"acc = {folded}[i]")
+                    _pool_fold(e, pool, dtype, "acc", "v")
+                    e(f"{folded}[i] = acc")
+        if s != 1:
+            with e.block("for i in range(inner_hi - inner_lo):"):
+                e(f"ds[i] = run[i * {s}]")
+
+
+def _pool_last_pass_indexed(e: Emitter, pool: _Pool, dtype: np.dtype, rows: list[str], src: str, dst: str,
+                            dst_index: str) -> None:
+    """MaxPool with indices, along the last axis first: per output position, its taps in order."""
+    idx = [f"r{a}" for a in range(len(rows))]
+    with _loops(e, idx, rows):
+        e(f"xr = {src}[{', '.join(idx)}]" if idx else f"xr = {src}")
+        e(f"dr = {dst}[{', '.join(idx)}]" if idx else f"dr = {dst}")
+        e(f"ir = {dst_index}[{', '.join(idx)}]" if idx else f"ir = {dst_index}")
+        _pool_edges(e, pool, dtype, where="first" if pool.nd == 1 else "0")  # (the other passes add theirs)
+
+
+def _pool_row_pass(e: Emitter, pool: _Pool, dtype: np.dtype, a: int, before_dims: list[str], after_dims: list[str],
+                   src: str, dst: str, src_index: str | None = None, dst_index: str | None = None) -> None:
+    """Fold the source along axis a, whole rows (the axes after a) at a time."""
+    k, s, d = pool.kernel[a], pool.strides[a], pool.dilations[a]
+    before = [f"r{b}" for b in range(a)]
+    after = [f"i{b}" for b in range(a + 1, pool.nd)]
+    with _loops(e, before, before_dims), e.block(f"for i in range(o{a}):"):
+        at = ", ".join(before + ["i"] + after)
+        with _loops(e, after, after_dims):
+            e(f"{dst}[{at}] = {_pool_init(pool, dtype)}")
+            if pool.indices:
+                e(f"{dst_index}[{at}] = -1")
+        with e.block(f"for j in range({k}):"):
+            e(f"p = i * {s} - pb{a} + j * {d}")
+            with e.block(f"if p < 0 or p >= n{a}:"):
+                e("continue")
+            # (the rows as views: the inner loops index them by loop counters alone, and vectorise)
+            e(f"srow = {src}[{', '.join(before + ['p'])}]")
+            e(f"drow = {dst}[{', '.join(before + ['i'])}]")
+            if pool.indices:
+                e(f"sirow = {src_index}[{', '.join(before + ['p'])}]")
+                e(f"dirow = {dst_index}[{', '.join(before + ['i'])}]")
+            inner = ", ".join(after) or "()"
+            with _loops(e, after, after_dims):
+                e(f"v = {_pool_term(pool, dtype, f'srow[{inner}]') if src == 'xp' else f'srow[{inner}]'}")
+                e(f"acc = drow[{inner}]")
+                if pool.indices:
+                    e(f"si = sirow[{inner}]")
+                    e(f"at = dirow[{inner}]")
+                    where = f"si + p * st{a}" + (" + first" if a == 0 else "")
+                    _pool_fold(e, pool, dtype, "acc", "v", "at", where, valid="si >= 0")
+                    e(f"dirow[{inner}] = at")
+                else:
+                    _pool_fold(e, pool, dtype, "acc", "v")
+                e(f"drow[{inner}] = acc")
 
 
 def _pool_counts(e: Emitter, pool: _Pool) -> None:
-    """r<a>[i]: 1 / the count of taps of output position i of axis a that count (inside the input,
+    """inv<a>[i]: 1 / the count of taps of output position i of axis a that count (inside the input,
     or with count_include_pad inside the input and its pads); a window's count is their product."""
     for a in range(pool.nd):
-        e(f"r{a} = np.zeros(o{a}, np.float64)")
+        e(f"inv{a} = np.zeros(o{a}, np.float64)")
         with e.block(f"for i in range(o{a}):"), e.block(f"for j in range({pool.kernel[a]}):"):
             e(f"p = i * {pool.strides[a]} - pb{a} + j * {pool.dilations[a]}")
             inside = f"p < pe{a}" if pool.include_pad else f"p >= 0 and p < n{a}"
             with e.block(f"if {inside}:"):
-                e(f"r{a}[i] += 1.0")
+                e(f"inv{a}[i] += 1.0")
         with e.block(f"for i in range(o{a}):"):
-            e(f"r{a}[i] = 1.0 / r{a}[i]")  # (a window of padding alone: inf, and 0 * inf is NaN)
+            e(f"inv{a}[i] = 1.0 / inv{a}[i]")  # (a window of padding alone: inf, and 0 * inf is NaN)
 
 
 def _pool_divide(e: Emitter, pool: _Pool, dtype: np.dtype) -> None:
     nd, last = pool.nd, pool.nd - 1
     i = [f"i{a}" for a in range(nd)]
     with _loops(e, i[:last], [f"o{a}" for a in range(last)]):
-        e(f"f = {' * '.join(f'r{a}[i{a}]' for a in range(last)) or '1.0'}")
+        e(f"f = {' * '.join(f'inv{a}[i{a}]' for a in range(last)) or '1.0'}")
         with e.block(f"for i{last} in range(o{last}):"):
             at = f"yp[{', '.join(i)}]"
-            e(f"{at} = {dtype_name(dtype)}({at} * (f * r{last}[i{last}]))")
+            e(f"{at} = {dtype_name(dtype)}({at} * (f * inv{last}[i{last}]))")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,6 +490,76 @@ def _stash(op: Op) -> np.dtype:
     return dtype
 
 
+# Terms of a row sum (_sum_function): {v} is an element, {m} the mean, {s} the stash type.
+_SUM_TERMS = {"sum": "np.float64({v})", "square": "np.float64({v} * {v})", "abs": "np.float64(abs({v}))",
+              "dev": "np.float64(({s}({v}) - {m}) * ({s}({v}) - {m}))"}
+
+
+def _row_sum(g: LoopGen, kind: str, stash: np.dtype) -> str:
+    """The name of a helper summing a term of a 1-D array's elements in float64: eight running sums,
+    so that the loop vectorises (a sequential float sum cannot be reordered, and runs at the latency
+    of one addition per element)."""
+    term = _SUM_TERMS[kind]
+    e = _function(["a", "m"], f"the sum of {kind} terms of a 1-D array, in float64, eight at a time")
+    e("n = a.shape[0]")
+    e("end = n - n % 8")
+    for k in range(8):
+        e(f"s{k} = 0.0")
+    with e.block("for i in range(0, end, 8):"):
+        for k in range(8):
+            e(f"s{k} += {term.format(v=f'a[i + {k}]' if k else 'a[i]', m='m', s=dtype_name(stash))}")
+    e("s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))")
+    with e.block("for i in range(end, n):"):
+        e(f"s += {term.format(v='a[i]', m='m', s=dtype_name(stash))}")
+    e("return s")
+    return g.module.helper(e.text())
+
+
+def _row_moments(g: LoopGen) -> str:
+    """The name of a helper giving the sum and the sum of squares of a 1-D array's elements, in
+    float64, in one pass (eight running sums of each)."""
+    e = _function(["a"], "the sum and the sum of squares of a 1-D array, in float64, eight at a time")
+    e("n = a.shape[0]")
+    e("end = n - n % 8")
+    for k in range(8):
+        e(f"s{k} = 0.0")
+        e(f"q{k} = 0.0")
+    with e.block("for i in range(0, end, 8):"):
+        for k in range(8):
+            e(f"v{k} = np.float64(a[i + {k}])" if k else "v0 = np.float64(a[i])")
+            e(f"s{k} += v{k}")
+            e(f"q{k} += v{k} * v{k}")
+    e("s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))")
+    e("q = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7))")
+    with e.block("for i in range(end, n):"):
+        e("v = np.float64(a[i])")
+        e("s += v")
+        e("q += v * v")
+    e("return s, q")
+    return g.module.helper(e.text())
+
+
+def _standardise(e: Emitter, run: str, count: str, stash: np.dtype, eps: str, sums: list[str]) -> None:
+    """mean and inv = 1 / sqrt(var + eps) of the 1-D array `run`, in the stash type. A float32 stash
+    takes both from one pass of float64 sums (var = E[x^2] - mean^2: in float64 as exact as the
+    spec's two passes in float32); a float64 one makes the spec's two passes."""
+    s = dtype_name(stash)
+    if len(sums) == 1:
+        e(f"total, squares = {sums[0]}({run})")
+        e(f"mean64 = total / {count}")
+        e(f"mean = {s}(mean64)")
+        e(f"inv = {s}(1) / np.sqrt({s}(max(squares / {count} - mean64 * mean64, 0.0)) + {eps})")
+    else:
+        total, deviations = sums
+        e(f"mean = {s}({total}({run}, {s}(0)) / {count})")
+        e(f"inv = {s}(1) / np.sqrt({s}({deviations}({run}, mean) / {count}) + {eps})")
+
+
+def _standardising(g: LoopGen, stash: np.dtype) -> list[str]:
+    """The sum helpers _standardise calls."""
+    return [_row_moments(g)] if stash == np.float32 else [_row_sum(g, kind, stash) for kind in ("sum", "dev")]
+
+
 @emits("InstanceNormalization", "GroupNormalization")
 def emit_group_normalization(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     """Standardise each instance's groups of channels (InstanceNormalization: one channel a group)
@@ -374,40 +580,38 @@ def emit_group_normalization(g: LoopGen, op: Op, ins: list[Var | None]) -> list[
     dtype, rank = g.out_type(op.outputs[0], x.rank, x.dtype)
     y = g.buffer(op.outputs[0], dtype, _out_dims(x))
     eps = literal(op.attrs.get("epsilon", 1e-5), stash)
-    function = g.module.helper(_group_function(op.op_type, dtype, stash, x.rank, eps))
+    sums = _standardising(g, stash)
+    function = g.module.helper(_group_function(op.op_type, dtype, stash, x.rank, eps, sums))
     count = "np.int64(1)" if groups is None else f"np.int64({groups})"
     g.body(f"{function}({y}, {x.expr}, {scale.expr}, {bias.expr}, {count})")
     return [Var(y, dtype, rank, "buffer")]
 
 
-def _group_function(op_type: str, dtype: np.dtype, stash: np.dtype, rank: int, eps: str) -> str:
-    """The function (y, x, scale, bias, groups); InstanceNormalization's groups are its channels."""
+def _group_function(op_type: str, dtype: np.dtype, stash: np.dtype, rank: int, eps: str, sums: list[str]) -> str:
+    """The function (y, x, scale, bias, groups), on x as [N, groups, channels per group, the rest]:
+    each group a contiguous run to sum, each channel of it a row to write. InstanceNormalization's
+    groups are its channels."""
     t, s = dtype_name(dtype), dtype_name(stash)
     e = _function(["y", "x", "scale", "bias", "groups"],
                   f"{op_type} of rank {rank}, epsilon {eps}, standardised in {stash.name}")
-    spatial = [f"i{a}" for a in range(2, rank)]
-    sizes = [f"x.shape[{a}]" for a in range(2, rank)]
     instance = op_type == "InstanceNormalization"
     e("per = 1" if instance else "per = x.shape[1] // groups")
-    e(f"count = per * {' * '.join(sizes) or '1'}")
-    with e.block("for n in range(x.shape[0]):"), e.block(f"for g in range({'x.shape[1]' if instance else 'groups'}):"):
-        at = ", ".join(["n", "c"] + spatial)
-        value = f"{s}(x[{at}])" if stash != dtype else f"x[{at}]"
-        e("total = 0.0")
-        with e.block("for c in range(g * per, g * per + per):"), _loops(e, spatial, sizes):
-            e(f"total += {value}")
-        e(f"mean = {s}(total / count)")
-        e("total = 0.0")
-        with e.block("for c in range(g * per, g * per + per):"), _loops(e, spatial, sizes):
-            e(f"dev = {value} - mean")
-            e("total += dev * dev")
-        e(f"inv = {s}(1) / np.sqrt({s}(total / count) + {eps})")
-        with e.block("for c in range(g * per, g * per + per):"):
-            e("sc = scale[c]")
-            e("bc = bias[c]")
-            with _loops(e, spatial, sizes):
+    e(f"size = {' * '.join(f'x.shape[{a}]' for a in range(2, rank)) or '1'}")
+    e("count = per * size")
+    e(f"x4 = np.ascontiguousarray(x).reshape((x.shape[0], {'x.shape[1]' if instance else 'groups'}, per, size))")
+    e("y4 = y.reshape(x4.shape)")
+    with e.block("for n in range(x4.shape[0]):"), e.block("for g in range(x4.shape[1]):"):
+        e("run = x4[n, g].reshape(count)")
+        _standardise(e, "run", "count", stash, eps, sums)
+        with e.block("for c in range(per):"):
+            e("sc = scale[g * per + c]")
+            e("bc = bias[g * per + c]")
+            e("xr = x4[n, g, c]")
+            e("yr = y4[n, g, c]")
+            with e.block("for i in range(size):"):
+                value = f"{s}(xr[i])" if stash != dtype else "xr[i]"
                 normalized = f"({value} - mean) * inv"
-                e(f"y[{at}] = {t}({normalized}) * sc + bc" if stash != dtype else f"y[{at}] = {normalized} * sc + bc")
+                e(f"yr[i] = {t}({normalized}) * sc + bc" if stash != dtype else f"yr[i] = {normalized} * sc + bc")
     return e.text()
 
 
@@ -451,53 +655,57 @@ def emit_layernormalization(g: LoopGen, op: Op, ins: list[Var | None]) -> list[V
             stats.append(None)
             results.append(results[0])
     eps = literal(op.attrs.get("epsilon", 1e-5), stash)
+    sums = _standardising(g, stash)
     function = g.module.helper(_layernorm_function(dtype, stash, x.rank, axis, eps, len(params) == 2,
-                                                   [s is not None for s in stats]))
+                                                   [s is not None for s in stats], sums))
     args = [y, x.expr] + [p.expr for p in params] + [s for s in stats if s is not None]
     g.body(f"{function}({', '.join(args)})")
     return results[:len(op.outputs)]
 
 
 def _layernorm_function(dtype: np.dtype, stash: np.dtype, rank: int, axis: int, eps: str, with_bias: bool,
-                        stats: list[bool]) -> str:
-    """The function (y, x, scale, [bias,] [mean,] [inv]): one row of the outer axes at a time, the
-    normalised axes walked in index order with j, their flat index (which scale and bias take mod
-    their size)."""
+                        stats: list[bool], sums: list[str]) -> str:
+    """The function (y, x, scale, [bias,] [mean,] [inv]), on x as rows of the normalised axes (a
+    contiguous run each). Scale (and B) hold the row's last elements: the row is written a scale's
+    length at a time."""
     t, s = dtype_name(dtype), dtype_name(stash)
     params = ["y", "x", "scale"] + (["bias"] if with_bias else []) + \
         [name for name, on in zip(("mean_out", "inv_out"), stats) if on]
     e = _function(params, f"LayerNormalization of rank {rank} from axis {axis}, epsilon {eps}, "
                           f"standardised in {stash.name}")
-    outer, inner = [f"i{a}" for a in range(axis)], [f"i{a}" for a in range(axis, rank)]
-    inner_sizes = [f"x.shape[{a}]" for a in range(axis, rank)]
-    e(f"count = {' * '.join(inner_sizes)}")
+    e(f"count = {' * '.join(f'x.shape[{a}]' for a in range(axis, rank))}")
+    e(f"rows = {' * '.join(f'x.shape[{a}]' for a in range(axis)) or '1'}")
+    e("x2 = np.ascontiguousarray(x).reshape((rows, count))")
+    e("y2 = y.reshape((rows, count))")
     e("sf = np.ascontiguousarray(scale).reshape(scale.size)")
     if with_bias:
         e("bf = np.ascontiguousarray(bias).reshape(bias.size)")
-    at = ", ".join(outer + inner)
-    value = f"{s}(x[{at}])" if stash != dtype else f"x[{at}]"
-    with _loops(e, outer, [f"x.shape[{a}]" for a in range(axis)]):
-        e("total = 0.0")
-        with _loops(e, inner, inner_sizes):
-            e(f"total += {value}")
-        e(f"mean = {s}(total / count)")
-        e("total = 0.0")
-        with _loops(e, inner, inner_sizes):
-            e(f"dev = {value} - mean")
-            e("total += dev * dev")
-        e(f"inv = {s}(1) / np.sqrt({s}(total / count) + {eps})")
-        stat_at = ", ".join(outer + ["0"] * (rank - axis))
+    for name, on in zip(("mean_out", "inv_out"), stats):
+        if on:
+            e(f"{name}_flat = {name}.reshape(rows)")
+    e("step = max(sf.size, 1)")
+    with e.block("for r in range(rows):"):
+        e("xr = x2[r]")
+        e("yr = y2[r]")
+        _standardise(e, "xr", "count", stash, eps, sums)
         if stats[0]:
-            e(f"mean_out[{stat_at}] = mean")
+            e("mean_out_flat[r] = mean")
         if stats[1]:
-            e(f"inv_out[{stat_at}] = inv")
-        e("j = 0")
-        with _loops(e, inner, inner_sizes):
+            e("inv_out_flat[r] = inv")
+        with e.block("for base in range(0, count, step):"):
+            e("xb = xr[base:]")
+            e("yb = yr[base:]")
+            value = f"{s}(xb[j])" if stash != dtype else "xb[j]"
             normalized = f"({value} - mean) * inv"
             term = f"{t}({normalized})" if stash != dtype else normalized
-            shift = " + bf[j % bf.size]" if with_bias else ""
-            e(f"y[{at}] = {term} * sf[j % sf.size]{shift}")
-            e("j += 1")
+            if with_bias:
+                with e.block("if bf.size == sf.size:"), e.block("for j in range(sf.size):"):
+                    e(f"yb[j] = {term} * sf[j] + bf[j]")
+                with e.block("else:"), e.block("for j in range(sf.size):"):  # (B of another length)
+                    e(f"yb[j] = {term} * sf[j] + bf[(base + j) % bf.size]")
+            else:
+                with e.block("for j in range(sf.size):"):
+                    e(f"yb[j] = {term} * sf[j]")
     return e.text()
 
 
@@ -527,42 +735,57 @@ def emit_meanvariancenormalization(g: LoopGen, op: Op, ins: list[Var | None]) ->
 
 def _moments(g: LoopGen, op: Op, x: Var, reduced: set[int], kind: str, p: int) -> list[Var]:
     """Ops that fold x over `reduced` axes into per-lane sums (scratch buffers with those axes
-    taken out), then write x scaled (and shifted) by them: in index order, both passes."""
+    taken out), then write x scaled (and shifted) by them."""
     dtype, rank = g.out_type(op.outputs[0], x.rank, x.dtype)
     y = g.buffer(op.outputs[0], dtype, _out_dims(x))
     kept = [x.dim(a) for a in range(x.rank) if a not in reduced]
     lanes = " * ".join(kept) or "1"
-    sums = [g.buffer(f"{op.outputs[0]}_sum{k}", np.dtype(np.float64), [lanes])
-            for k in range(2 if kind == "MeanVarianceNormalization" else 1)]
-    function = g.module.helper(_moments_function(kind, dtype, x.rank, frozenset(reduced), p))
+    mvn = kind == "MeanVarianceNormalization"
+    sums = [g.buffer(f"{op.outputs[0]}_sum{k}", np.dtype(np.float64), [lanes]) for k in range(2 if mvn else 1)]
+    terms = ("sum", "square") if mvn else ("abs" if p == 1 else "square",)
+    helpers = [_row_sum(g, term, dtype) for term in terms] if x.rank - 1 in reduced else []
+    function = g.module.helper(_moments_function(kind, dtype, x.rank, frozenset(reduced), p, helpers))
     g.body(f"{function}({y}, {x.expr}, {', '.join(sums)})")
     return [Var(y, dtype, rank, "buffer")]
 
 
-def _moments_function(kind: str, dtype: np.dtype, rank: int, reduced: frozenset[int], p: int) -> str:
+def _moments_function(kind: str, dtype: np.dtype, rank: int, reduced: frozenset[int], p: int,
+                      helpers: list[str]) -> str:
+    """The function (y, x, s1, [s2]): a row of the last axis at a time, summed (`helpers`) into its
+    lane when the last axis is reduced, else added to a row of lanes; then written the same way."""
     t = dtype_name(dtype)
     mvn = kind == "MeanVarianceNormalization"
     e = _function(["y", "x", "s1", "s2"] if mvn else ["y", "x", "s1"],
                   f"{kind} of rank {rank} over axes {sorted(reduced)}" + ("" if mvn else f", p={p}"))
+    last = rank - 1
     kept = [a for a in range(rank) if a not in reduced]
-    idx = [f"i{a}" for a in range(rank)]
+    idx = [f"i{a}" for a in range(last)]
     sizes = [f"x.shape[{a}]" for a in range(rank)]
     for k, a in enumerate(kept):  # the lane of an element: its kept indices, row-major
         e(f"ks{a} = {' * '.join(sizes[b] for b in kept[k + 1:]) or '1'}")
-    lane = " + ".join(f"i{a} * ks{a}" for a in kept) or "0"
+    lane = " + ".join(f"i{a} * ks{a}" for a in kept if a != last) or "0"
     e("count = " + (" * ".join(sizes[a] for a in sorted(reduced)) or "1"))
     e("s1[:] = 0.0")
     if mvn:
         e("s2[:] = 0.0")
-    at = ", ".join(idx)
-    with _loops(e, idx, sizes):
+    rows = ", ".join(idx)
+    with _loops(e, idx, sizes[:last]):
         e(f"k = {lane}")
-        e(f"v = x[{at}]")
-        if mvn:
-            e("s1[k] += v")
-            e("s2[k] += v * v")
-        else:
-            e("s1[k] += abs(v)" if p == 1 else "s1[k] += v * v")
+        e(f"xr = x[{rows}]" if idx else "xr = x")
+        if last in reduced:
+            for target, helper in zip(("s1", "s2"), helpers):
+                e(f"{target}[k] += {helper}(xr, {t}(0))")
+        else:  # a run of lanes
+            e("l1 = s1[k:]")
+            if mvn:
+                e("l2 = s2[k:]")
+            with e.block(f"for i in range({sizes[last]}):"):
+                e("v = xr[i]")
+                if mvn:
+                    e("l1[i] += v")
+                    e("l2[i] += v * v")
+                else:
+                    e("l1[i] += abs(v)" if p == 1 else "l1[i] += v * v")
     # s1 becomes the shift and s2 the factor of each lane (LpNormalization: s1 the factor)
     with e.block("for k in range(s1.size):"):
         if mvn:
@@ -573,7 +796,20 @@ def _moments_function(kind: str, dtype: np.dtype, rank: int, reduced: frozenset[
         else:
             e(f"norm = {t}(s1[k])" if p == 1 else f"norm = {t}(np.sqrt(s1[k]))")
             e(f"s1[k] = 0.0 if norm == 0 else {t}(1) / norm")
-    with _loops(e, idx, sizes):
+    with _loops(e, idx, sizes[:last]):
         e(f"k = {lane}")
-        e(f"y[{at}] = {t}((x[{at}] - {t}(s1[k])) * {t}(s2[k]))" if mvn else f"y[{at}] = x[{at}] * {t}(s1[k])")
+        e(f"xr = x[{rows}]" if idx else "xr = x")
+        e(f"yr = y[{rows}]" if idx else "yr = y")
+        if last in reduced:
+            e(f"shift = {t}(s1[k])" if mvn else f"factor = {t}(s1[k])")
+            if mvn:
+                e(f"factor = {t}(s2[k])")
+            with e.block(f"for i in range({sizes[last]}):"):
+                e(f"yr[i] = {t}((xr[i] - shift) * factor)" if mvn else "yr[i] = xr[i] * factor")
+        else:
+            e("l1 = s1[k:]")
+            if mvn:
+                e("l2 = s2[k:]")
+            with e.block(f"for i in range({sizes[last]}):"):
+                e(f"yr[i] = {t}((xr[i] - {t}(l1[i])) * {t}(l2[i]))" if mvn else f"yr[i] = xr[i] * {t}(l1[i])")
     return e.text()
