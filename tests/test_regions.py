@@ -175,6 +175,23 @@ def test_the_body_of_a_loop_the_interpreter_runs_is_compiled_in_regions_around_i
     assert "Region 'Loop_1/body/region1'" in dict(session.kernel_sources())
 
 
+def test_a_linear_layer_on_a_stack_of_rows_is_one_product_by_packed_weights():
+    w = np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32)
+    values = ", ".join(map(str, w.ravel().tolist()))
+    model = parse(f"""
+        linear (float[T, N, 6] x) => (float[N, T, 5] y, float[T, N, 5] z)
+        <float[6, 5] w = {{{values}}}> {{
+            xt = Transpose <perm = [1, 0, 2]> (x)
+            y = MatMul(xt, w)
+            z = MatMul(x, w)
+        }}""")
+    session = load_numba(model)
+    source = session.kernel_sources()[0][1]
+    assert source.count("matmul_packed") == 2 and "k_panels" in source, source
+    for shape in ((4, 3, 6), (1, 1, 6), (0, 2, 6)):  # (a strided view, one row, no rows)
+        agree(model, {"x": np.random.default_rng(1).standard_normal(shape).astype(np.float32)}, session)
+
+
 def test_results_never_share_memory_with_feeds_or_constants():
     model = parse("""
         alias (float[3] x, int64 m) => (float[3] same, float[3] looped, float[3] k, float[3] neg)

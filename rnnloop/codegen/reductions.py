@@ -553,6 +553,17 @@ def emit_batched_matmul(g: LoopGen, op: Op, a: Var, b: Var) -> list[Var]:
     dims = [_batch_dim(g, op, a, b, d, nb) for d in range(nb)]
     dims += ([a.dim(a.rank - 2)] if rows else []) + ([b.dim(b.rank - 1)] if cols else [])
     out = g.buffer(op.outputs[0], dtype, dims)
+    if a.rank > 2 and b.rank == 2 and dtype.kind == "f" and b.kind == "invariant":
+        # A stack of rows by one matrix (a Linear layer on [batch, time, features]) is one product of
+        # all the rows, by the matrix's panels (packed at load when it is a weight): a product per
+        # matrix of the batch repacks it in BLAS every time (FSMN's [1, 10, 400] x [400, 128]).
+        rows = " * ".join(a.dim(d) for d in range(a.rank - 1))
+        panels = g.panels(b, b.expr, rows, g.const(op.inputs[1]))
+        flat_a, flat_out = g.body.fresh("rows"), g.body.fresh("rows_out")
+        g.body(f"{flat_a} = np.ascontiguousarray({a.expr}).reshape(({rows}, {k_a}))")
+        g.body(f"{flat_out} = {out}.reshape(({rows}, {b.dim(1)}))")
+        g.body(matmul_call(flat_a, b.expr, flat_out, panels=panels, backwards="False"))
+        return [Var(out, dtype, rank, "buffer")]
     # BLAS reads strided operands as they are (rnnloop.codegen.blas): no copies.
     args = [out, a.expr, b.expr]
     function = g.module.helper(_matmul_function(dtype, a.rank, b.rank))
