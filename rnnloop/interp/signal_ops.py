@@ -2,8 +2,8 @@
 
 Complex values travel as a last axis of two reals (real, imaginary); a real signal has a last axis
 of one. Transforms compute in float64 and round once to the input's dtype. Windows and the mel
-matrix compute in float64 and convert to `output_datatype` (a NumPy dtype: the ONNX front end
-turns the attribute's TensorProto code into one).
+matrix compute in float64 and convert to `output_datatype` (a NumPy dtype, as the ONNX front end
+passes it, or a TensorProto code).
 """
 
 from __future__ import annotations
