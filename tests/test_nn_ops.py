@@ -235,6 +235,28 @@ def test_compiled_normalisations_match_the_interpreter(rank):
     _compare_backends(_norm_model(rank), [data(shape) for shape in shapes])
 
 
+@pytest.mark.slow
+def test_compiled_float64_and_stash_types_match_the_interpreter():
+    # float64 inputs, standardised in float32 (stash_type 1: Mean and InvStdDev float32) or float64 (11)
+    constants = {"s": RNG.standard_normal(4), "b": RNG.standard_normal(4), "m": RNG.standard_normal(4),
+                 "v": RNG.uniform(0.5, 2, 4), "ls": RNG.standard_normal(5)}
+    nodes = [helper.make_node("LayerNormalization", ["x", "ls"], ["ln", "ln_mean", "ln_inv"], stash_type=1),
+             helper.make_node("LayerNormalization", ["x", "ls"], ["ln64"], stash_type=11),
+             helper.make_node("GroupNormalization", ["x", "s", "b"], ["gn"], num_groups=2, stash_type=11),
+             helper.make_node("InstanceNormalization", ["x", "s", "b"], ["inorm"]),
+             helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["bn"]),
+             helper.make_node("MaxPool", ["x"], ["mp", "mi"], kernel_shape=[2, 2], pads=[1, 0, 0, 1]),
+             helper.make_node("AveragePool", ["x"], ["ap"], kernel_shape=[3, 2], strides=[2, 1], pads=[1, 1, 1, 1],
+                              count_include_pad=1),
+             helper.make_node("LpNormalization", ["x"], ["lp"], axis=2),
+             helper.make_node("MeanVarianceNormalization", ["x"], ["mvn"])]
+    m = model(nodes, [None, 4, None, 5], constants, opset=21, dtype=TensorProto.DOUBLE)
+    for out in m.graph.output:
+        if out.name in ("ln_mean", "ln_inv"):
+            out.type.tensor_type.elem_type = TensorProto.FLOAT
+    _compare_backends(m, [RNG.standard_normal((2, 4, 3, 5)), RNG.standard_normal((1, 4, 6, 5))], 1e-6, 1e-6)
+
+
 def test_normalisations_run_compiled_in_a_loop_body():
     # A Scan over time whose body normalises each step: one native loop with the ops in it.
     m = parse("""
