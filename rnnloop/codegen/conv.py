@@ -479,15 +479,17 @@ def require(name: str) -> None:
 
 
 def _caller(name: str):
-    """The intrinsic kernels call entry `name` by, on arrays (x, w, bias, out, kernels: 5-d, 5-d, 1-d,
-    5-d and 3-d, C-contiguous, of the entry's dtype) and the geometry (a tuple of 10 ints); it returns
-    the entry's status. Typing it registers the symbol."""
+    """The intrinsic kernels call entry `name` by, on arrays (x, w, bias, out, kernels: x, w and out of
+    one rank from 3 to 5, read as 5-d with leading spatial axes of size 1; bias 1-d; kernels 3-d; all
+    C-contiguous, of the entry's dtype) and the geometry (a tuple of 10 ints); it returns the entry's
+    status. Typing it registers the symbol."""
     dtype = _ENTRIES[name]
 
     @intrinsic
     def call(typingctx, x, w, bias, out, kernels, geometry):
         arrays = (x, w, bias, out, kernels)
-        if (not all(isinstance(a, types.Array) for a in arrays) or [a.ndim for a in arrays] != [5, 5, 1, 5, 3]
+        if (not all(isinstance(a, types.Array) for a in arrays) or x.ndim not in (3, 4, 5)
+                or [a.ndim for a in arrays] != [x.ndim, x.ndim, 1, x.ndim, 3]
                 or any(a.layout != "C" or str(a.dtype) != dtype for a in arrays)
                 or not isinstance(geometry, types.UniTuple) or geometry.count != 10
                 or not isinstance(geometry.dtype, types.Integer)):
@@ -497,10 +499,13 @@ def _caller(name: str):
         def codegen(context, builder, signature, args):
             intp = context.get_value_type(types.intp)
             addresses, sizes = [], []
-            for ty, value in zip(arrays, args[:5]):
+            for k, (ty, value) in enumerate(zip(arrays, args[:5])):
                 array = context.make_array(ty)(context, builder, value)
                 addresses.append(builder.ptrtoint(array.data, intp))
-                sizes += cgutils.unpack_tuple(builder, array.shape)
+                shape = cgutils.unpack_tuple(builder, array.shape)
+                if k in (0, 1, 3):  # x, w, out: [N, C, spatial...] as [N, C, D, H, W]
+                    shape = shape[:2] + [ir.Constant(intp, 1)] * (5 - ty.ndim) + shape[2:]
+                sizes += shape
             sizes += [context.cast(builder, v, geometry.dtype, types.intp)
                       for v in cgutils.unpack_tuple(builder, args[5])]
             block = cgutils.alloca_once(builder, intp, size=len(sizes))
@@ -571,15 +576,9 @@ def _int64s(values: list[str]) -> str:
     return shape_tuple([f"np.int64({v})" for v in values])
 
 
-def _as5(expr: str, dims: list[str]) -> str:
-    """The C-contiguous array `expr` of [N, C, spatial...] as [N, C, D, H, W]."""
-    full = dims[:2] + ["1"] * (5 - len(dims)) + dims[2:]
-    return f"{expr}.reshape({shape_tuple(full)})"
-
-
 def _bias(g: LoopGen, op: Op, b: Var | None, channels: str, dtype: np.dtype) -> str:
     if b is None:
-        return f"np.empty(0, {dtype_name(dtype)})"
+        return g.pass_constant(np.empty(0, dtype), "k_none")  # (a global of the module: no allocation)
     g.fail_if(f"{b.dim(0)} != {channels}", op, "B has {a} values; it needs one per output channel ({b})",
               a=b.dim(0), b=channels)
     return g.contiguous(b)
@@ -632,15 +631,13 @@ def emit_conv(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     out = g.buffer(op.outputs[0], dtype, [x.dim(0), w.dim(0)] + outs)
     geometry = _int64s(["1"] * (3 - rank) + [str(s) for s in strides] + ["1"] * (3 - rank)
                        + [str(d) for d in dilations] + ["0"] * (3 - rank) + begins + [str(group)])
-    x5 = _as5(g.contiguous(x), [x.dim(k) for k in range(x.rank)])
-    w5 = _as5(g.contiguous(w), [w.dim(k) for k in range(w.rank)])
-    o5 = _as5(out, [x.dim(0), w.dim(0)] + outs)
     value = g.const(op.inputs[1])
     if value is not None and value.dtype == dtype and winograd_fits(value.shape, strides, dilations, group):
         kernels = g.pass_constant(winograd_kernels(value), "k_winograd")  # laid out once, at load
     else:
-        kernels = f"np.empty((0, 0, 0), {dtype_name(dtype)})"
-    _call(g, op, f"conv_{dtype.name}", [x5, w5, _bias(g, op, b, w.dim(0), dtype), o5, kernels, geometry])
+        kernels = g.pass_constant(np.empty((0, 0, 0), dtype), "k_none")
+    _call(g, op, f"conv_{dtype.name}", [g.contiguous(x), g.contiguous(w), _bias(g, op, b, w.dim(0), dtype), out, kernels,
+                                        geometry])
     return [Var(out, dtype, x.rank, "buffer", tuple([x.dim(0), w.dim(0)] + outs))]
 
 
@@ -694,9 +691,7 @@ def emit_conv_transpose(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     out = g.buffer(op.outputs[0], dtype, [x.dim(0), channels] + outs)
     geometry = _int64s(["1"] * (3 - rank) + [str(s) for s in strides] + ["1"] * (3 - rank)
                        + [str(d) for d in dilations] + ["0"] * (3 - rank) + cuts + [str(group)])
-    x5 = _as5(g.contiguous(x), [x.dim(k) for k in range(x.rank)])
-    w5 = _as5(g.contiguous(w), [w.dim(k) for k in range(w.rank)])
-    o5 = _as5(out, [x.dim(0), channels] + outs)
-    none = f"np.empty((0, 0, 0), {dtype_name(dtype)})"
-    _call(g, op, f"conv_transpose_{dtype.name}", [x5, w5, _bias(g, op, b, channels, dtype), o5, none, geometry])
+    none = g.pass_constant(np.empty((0, 0, 0), dtype), "k_none")
+    _call(g, op, f"conv_transpose_{dtype.name}", [g.contiguous(x), g.contiguous(w), _bias(g, op, b, channels, dtype),
+                                                  out, none, geometry])
     return [Var(out, dtype, x.rank, "buffer", tuple([x.dim(0), channels] + outs))]
