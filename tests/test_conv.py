@@ -206,12 +206,14 @@ def test_a_compiled_grid_matches_the_interpreter(grid, piece, pieces, const_w):
     assert_same(session.run(None, feeds), rnnloop.load(model, backend="interp").run(None, feeds), rtol=1e-4, atol=1e-5)
 
 
-# The paths of conv(): Winograd (3x3, 16+ channels, constant W), im2col + BLAS (a computed W; large
+# The paths of conv(): Winograd (3x3 or 3 taps, 16+ channels, constant W), im2col + BLAS (a computed W; large
 # kernels; groups), a 1x1 read as it is, gemv for few output positions, direct loops for depthwise.
 PATHS = [conv([1, 16, 9, 7], [16, 16, 3, 3], bias=True, pads=[1, 1, 1, 1]),
          conv([2, 17, 6, 5], [20, 17, 3, 3], pads=[0, 1, 2, 0]),
          conv([1, 16, 5, 6], [16, 16, 3, 3], auto_pad="SAME_LOWER"),
          conv([1, 16, 2, 2], [16, 16, 3, 3], bias=True, pads=[1, 1, 1, 1]),
+         conv([1, 16, 9], [16, 16, 3], bias=True, pads=[1, 1]),
+         conv([2, 17, 10], [20, 17, 3], pads=[0, 2]),
          conv([1, 1, 576], [258, 1, 256], bias=True, strides=[128]),
          conv([1, 32, 20], [24, 32, 1], bias=True),
          conv([2, 8, 6, 5], [12, 4, 1, 1], group=2),
@@ -230,10 +232,12 @@ def test_every_path_of_the_compiled_convolution_matches_the_interpreter(dtype):
                     rtol=rtol, atol=rtol)
 
 
-def test_winograd_is_taken_for_a_constant_3x3_weight_of_16_channels():
+def test_winograd_is_taken_for_a_constant_3x3_or_3_tap_weight_of_16_channels():
     assert codegen_conv.winograd_fits((16, 16, 3, 3), [1, 1], [1, 1], 1)
     assert not codegen_conv.winograd_fits((16, 16, 3, 3), [2, 1], [1, 1], 1)
     assert not codegen_conv.winograd_fits((8, 16, 3, 3), [1, 1], [1, 1], 1)
+    assert codegen_conv.winograd_fits((16, 16, 3), [1], [1], 1)
+    assert not codegen_conv.winograd_fits((16, 16, 3), [1], [2], 1)
     model, _ = conv_model(PATHS[:1])
     [(_, source)] = load_compiled(model).kernel_sources()
     assert "k_winograd" in source  # the transformed kernels, passed in

@@ -36,11 +36,14 @@ from numba.extending import intrinsic
 from ..interp.conv_ops import AUTO_PADS
 from ..ir import Op
 from . import blas
+from .simd import _lanes, _vfma, _vload, _vsplat, _vstore  # (vector operations of Numba code: see simd.py)
 from .emitter import NoRule, Var, dtype_name, shape_tuple
 from .kernel import LoopGen, emits
 
 _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64
 CHUNK = 1 << 20  # elements of columns made per product (4 MiB of float32)
+SMALL_K = 16  # inner dimensions (C / group * kernel size) up to which _small_product beats BLAS (64 rows: 9 taps 56
+#               against 75 µs, 18: 98 against 122, 27: 153 against 160, 36: 295 against 198)
 GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
 WINOGRAD_MIN_CHANNELS = 16  # input and output channels from which 3x3 convolutions take Winograd's path
 
@@ -68,9 +71,12 @@ def conv(x, w, bias, out, geometry, kernels):
     if Mg == 1:
         _conv_direct(x, w, bias, out, geometry)
     elif kernels.size:
-        if kernels.shape[0] != 16 or kernels.shape[1] != M or kernels.shape[2] != Cg or not _winograd_fits(x, w, geometry):
+        if kernels.shape[1] != M or kernels.shape[2] != Cg or not _winograd_fits(x, w, geometry, kernels.shape[0]):
             return 1
-        _winograd(x, kernels, bias, out, geometry)
+        if kernels.shape[0] == 16:
+            _winograd(x, kernels, bias, out, geometry)
+        else:
+            _winograd_1d(x, kernels, bias, out, geometry)
     else:
         _conv_product(x, w, bias, out, geometry)
     return 0
@@ -145,6 +151,7 @@ def _conv_product(x, w, bias, out, geometry):
     xp = np.zeros((0 if pointwise else Cg, Dp, Hp, Wp), out.dtype)
     chunk = L if pointwise else max(1, min(L, CHUNK // K))
     cols = np.empty((0 if pointwise else K, chunk), out.dtype)
+    ones = bias if bias.size or K > SMALL_K else np.zeros(M, out.dtype)  # the bias _small_product adds
     for n in range(N):
         for g in range(group):
             a = weights[g * Mg:(g + 1) * Mg]
@@ -152,19 +159,87 @@ def _conv_product(x, w, bias, out, geometry):
                 _pad(x, n, g * Cg, xp, pd, ph, pw)
             for l0 in range(0, L, chunk):
                 lc = min(chunk, L - l0)
+                if not pointwise:
+                    _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols)
+                if K <= SMALL_K:  # the bias added too
+                    if pointwise:
+                        _small_product(weights.reshape(-1), g * Mg * K, Mg, K, x.reshape(-1), (n * C + g * Cg) * L, L,
+                                       lc, out.reshape(-1), (n * M + g * Mg) * L + l0, L, ones, g * Mg)
+                    else:
+                        _small_product(weights.reshape(-1), g * Mg * K, Mg, K, cols.reshape(-1), 0, chunk, lc,
+                                       out.reshape(-1), (n * M + g * Mg) * L + l0, L, ones, g * Mg)
+                    continue
                 target = flat[n, g * Mg:(g + 1) * Mg, l0:l0 + lc]
                 if pointwise:
                     _MATMUL(a, inputs[n, g * Cg:(g + 1) * Cg], target)
+                elif lc <= GEMV_MAX_COLUMNS:  # a matrix-vector product per column
+                    for q in range(lc):
+                        _MATMUL(a, cols[:, q:q + 1], target[:, q:q + 1])
                 else:
-                    _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols)
-                    if lc <= GEMV_MAX_COLUMNS:  # a matrix-vector product per column
-                        for q in range(lc):
-                            _MATMUL(a, cols[:, q:q + 1], target[:, q:q + 1])
-                    else:
-                        _MATMUL(a, cols[:, :lc], target)
+                    _MATMUL(a, cols[:, :lc], target)
                 if bias.size:
                     for m in range(Mg):
                         _add(out.reshape(-1), ((n * M + g * Mg + m) * L + l0), lc, bias[g * Mg + m])
+
+
+@njit(cache=True, nogil=True)
+def _small_product(w, wo, M, K, c, co, cs, n, out, oo, os, bias, bo):
+    """out[oo + m * os + l] = bias[bo + m] + sum over r < K of w[wo + m * K + r] * c[co + r * cs + l], for
+    m < M and l < n (flat arrays). Four rows by two vectors of columns accumulate in registers over r
+    (simd.py's vector operations): for a short inner dimension, where BLAS's blocking costs more than
+    it saves (64 x 9 x 3200, the bias added: 50 against 75 µs). (Written as plainly as this on
+    purpose: with the ragged rows folded into the same loop, it ran at half the speed.)"""
+    lanes = _lanes(out)
+    whole = n - n % (2 * lanes)
+    for m0 in range(0, M - M % 4, 4):
+        b0, b1, b2, b3 = bias[bo + m0], bias[bo + m0 + 1], bias[bo + m0 + 2], bias[bo + m0 + 3]
+        for l in range(0, whole, 2 * lanes):
+            a0 = a1 = _vsplat(b0)
+            e0 = e1 = _vsplat(b1)
+            f0 = f1 = _vsplat(b2)
+            h0 = h1 = _vsplat(b3)
+            for r in range(K):
+                x0 = _vload(c, co + r * cs + l)
+                x1 = _vload(c, co + r * cs + l + lanes)
+                s = _vsplat(w[wo + m0 * K + r])
+                a0, a1 = _vfma(s, x0, a0), _vfma(s, x1, a1)
+                s = _vsplat(w[wo + (m0 + 1) * K + r])
+                e0, e1 = _vfma(s, x0, e0), _vfma(s, x1, e1)
+                s = _vsplat(w[wo + (m0 + 2) * K + r])
+                f0, f1 = _vfma(s, x0, f0), _vfma(s, x1, f1)
+                s = _vsplat(w[wo + (m0 + 3) * K + r])
+                h0, h1 = _vfma(s, x0, h0), _vfma(s, x1, h1)
+            o = oo + m0 * os + l
+            _vstore(out, o, a0)
+            _vstore(out, o + lanes, a1)
+            _vstore(out, o + os, e0)
+            _vstore(out, o + os + lanes, e1)
+            _vstore(out, o + 2 * os, f0)
+            _vstore(out, o + 2 * os + lanes, f1)
+            _vstore(out, o + 3 * os, h0)
+            _vstore(out, o + 3 * os + lanes, h1)
+    for m in range(M - M % 4, M):  # the last rows
+        _small_row(w, wo + m * K, K, c, co, cs, whole, out, oo + m * os, bias[bo + m])
+    for m in range(M):  # the last columns
+        for l in range(whole, n):
+            total = bias[bo + m]
+            for r in range(K):
+                total += w[wo + m * K + r] * c[co + r * cs + l]
+            out[oo + m * os + l] = total
+
+
+@njit(cache=True, nogil=True)
+def _small_row(w, wo, K, c, co, cs, n, out, oo, b):
+    """One row of _small_product, for n a multiple of two vectors."""
+    lanes = _lanes(out)
+    for l in range(0, n, 2 * lanes):
+        a0 = a1 = _vsplat(b)
+        for r in range(K):
+            s = _vsplat(w[wo + r])
+            a0 = _vfma(s, _vload(c, co + r * cs + l), a0)
+            a1 = _vfma(s, _vload(c, co + r * cs + l + lanes), a1)
+        _vstore(out, oo + l, a0)
+        _vstore(out, oo + l + lanes, a1)
 
 
 @njit(cache=True, nogil=True)
@@ -231,24 +306,31 @@ def _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols):
 
 
 def winograd_kernels(w: np.ndarray) -> np.ndarray:
-    """The kernels of w [M, C, 3, 3] in Winograd's domain, [16, M, C] (index 4 i + j of G g G^T),
-    computed in float64 and rounded once."""
+    """The kernels of w [M, C, 3, 3] in Winograd's domain, [16, M, C] (index 4 i + j of G g G^T), or
+    of w [M, C, 3], [4, M, C] (G g); computed in float64 and rounded once."""
     G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+    if w.ndim == 3:
+        return np.ascontiguousarray(np.einsum("ia,mca->imc", G, w.astype(np.float64)).astype(w.dtype))
     u = np.einsum("ia,mcab,jb->ijmc", G, w.astype(np.float64), G)
     return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1]).astype(w.dtype))
 
 
 def winograd_fits(w_shape, strides, dilations, group: int) -> bool:
-    """Whether a Conv takes the Winograd path: 2-d, 3x3, strides and dilations 1, one group, and
-    enough channels for its products to pay (measured: see the module's docstring)."""
-    return (len(w_shape) == 4 and tuple(w_shape[2:]) == (3, 3) and list(strides) == [1, 1]
-            and list(dilations) == [1, 1] and group == 1 and min(w_shape[:2]) >= WINOGRAD_MIN_CHANNELS)
+    """Whether a Conv takes the Winograd path: 1-d with 3 taps or 2-d 3x3, strides and dilations 1,
+    one group, and enough channels for its products to pay (measured: see the module's docstring)."""
+    spatial = len(w_shape) - 2
+    return (spatial in (1, 2) and tuple(w_shape[2:]) == (3,) * spatial and list(strides) == [1] * spatial
+            and list(dilations) == [1] * spatial and group == 1 and min(w_shape[:2]) >= WINOGRAD_MIN_CHANNELS)
 
 
 @njit(cache=True, nogil=True)
-def _winograd_fits(x, w, geometry):
-    return (x.shape[2] == 1 and geometry[6] == 0 and w.shape[2] == 1 and w.shape[3] == 3 and w.shape[4] == 3 and geometry[1] == 1 and geometry[2] == 1
-            and geometry[4] == 1 and geometry[5] == 1 and geometry[9] == 1)
+def _winograd_fits(x, w, geometry, transforms):
+    """Whether conv() may take the Winograd path with kernels of `transforms` values (16: 2-d, 4: 1-d)."""
+    plain = (x.shape[2] == 1 and w.shape[2] == 1 and geometry[0] == 1 and geometry[6] == 0 and geometry[2] == 1
+             and geometry[5] == 1 and geometry[9] == 1 and w.shape[4] == 3)
+    if transforms == 16:
+        return plain and w.shape[3] == 3 and geometry[1] == 1 and geometry[4] == 1
+    return plain and transforms == 4 and x.shape[3] == 1 and w.shape[3] == 1 and geometry[7] == 0
 
 
 @njit(cache=True, nogil=True)
@@ -350,6 +432,55 @@ def _winograd_outputs(P, bias, y, TH, TW):
                 j = o + two * tw
                 yf[j], yf[j + one] = y00 + b, y01 + b
                 yf[j + wide], yf[j + wide + one] = y10 + b, y11 + b
+
+
+@njit(cache=True, nogil=True)
+def _winograd_1d(x, kernels, bias, out, geometry):
+    """F(2, 3) along the one spatial axis: per pair of outputs, 4 inputs transformed (B^T d), 4 BLAS
+    products [M, C] x [C, pairs], and A^T p."""
+    pw = geometry[8]
+    N, C, W = x.shape[0], x.shape[1], x.shape[4]
+    M = kernels.shape[1]
+    OW = out.shape[4]
+    T = (OW + 1) // 2
+    Wp = max(W + pw, 2 * T + 2)
+    xp = np.zeros((C, 1, 1, Wp), out.dtype)
+    V = np.empty((4, C, T), out.dtype)
+    P = np.empty((M, 4, T), out.dtype)
+    exact = OW == 2 * T
+    y = np.empty((0 if exact else M, 2 * T), out.dtype)
+    for n in range(N):
+        _pad(x, n, 0, xp, 0, 0, pw)
+        source, target = xp.reshape(-1), V.reshape(-1)
+        step, one, two = np.uint64(C * T), np.uint64(1), np.uint64(2)
+        for c in range(C):
+            at, v = np.uint64(c * Wp), np.uint64(c * T)
+            for t in range(np.uint64(T)):
+                j = at + two * t
+                k = v + t
+                target[k], target[k + step], target[k + two * step], target[k + (two + one) * step] = _b(
+                    source[j], source[j + one], source[j + two], source[j + two + one])
+        for f in range(4):
+            _MATMUL(kernels[f], V[f], P[:, f, :])
+        _winograd_outputs_1d(P, bias, out[n].reshape((M, OW)) if exact else y, T)
+        if not exact:
+            for m in range(M):
+                _run(out[n, m, 0, 0], 0, y[m], 0, OW, 1)
+
+
+@njit(cache=True, nogil=True)
+def _winograd_outputs_1d(P, bias, y, T):
+    """y[m, 2 t + j] = (A^T p)[j] + bias[m], p the 4 values P[m, :, t]; y is [M, 2 T]."""
+    M = P.shape[0]
+    pf, yf = P.reshape(-1), y.reshape(-1)
+    s, one, two = np.uint64(T), np.uint64(1), np.uint64(2)
+    for m in range(M):
+        b = bias[m] if bias.size else 0.0
+        p, o = np.uint64(4 * m * T), np.uint64(2 * m * T)
+        for t in range(np.uint64(T)):
+            k = p + t
+            y0, y1 = _a(pf[k], pf[k + s], pf[k + two * s], pf[k + (two + one) * s])
+            yf[o + two * t], yf[o + two * t + one] = y0 + b, y1 + b
 
 
 @njit(cache=True, nogil=True)
