@@ -6,6 +6,8 @@ only the first run on a machine pays Numba's compile time.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 BACKENDS = ("interp", "numba")
@@ -25,9 +27,13 @@ def pytest_addoption(parser) -> None:
                      help="also run the tests marked slow: every ONNX node test under backend='numba' and "
                           "the cases that compile many kernels (CI runs them; tens of minutes with a cold "
                           "kernel cache)")
+    parser.addoption("--time-budget", type=float, default=None, metavar="MINUTES",
+                     help="skip, with that reason, the tests that would start after MINUTES of the run "
+                          "(CI's bound on the slow tests with a cold kernel cache; every skip is listed)")
 
 
 def pytest_configure(config) -> None:
+    config._rnnloop_started = time.monotonic()
     config.addinivalue_line(
         "markers", "numba_bug(reason): a known code generator bug; the test case is xfail(strict=True) "
                    "when it runs with backend='numba', and must pass with backend='interp'")
@@ -50,3 +56,10 @@ def pytest_collection_modifyitems(config, items) -> None:
         for mark in item.iter_markers("numba_bug"):
             reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
             item.add_marker(pytest.mark.xfail(strict=True, reason=f"numba bug: {reason}"))
+
+
+def pytest_runtest_setup(item) -> None:
+    """Under --time-budget, a test that would start after the budget is skipped, saying so."""
+    budget = item.config.getoption("--time-budget")
+    if budget is not None and time.monotonic() - item.config._rnnloop_started > 60 * budget:
+        pytest.skip(f"the run's time budget of {budget:g} minutes is spent (--time-budget): not run")
