@@ -167,7 +167,7 @@ class ModuleGen:
         if "_rz." in code:  # imported only where used: see cache.OPTIONAL_MODULES
             header += "from rnnloop.codegen import resize_rt as _rz\n"
         if "_cv." in code:  # (likewise; each convolution entry called made callable first, as simd's products)
-            header += "from rnnloop.codegen import conv as _cv\n"
+            header += "from rnnloop.codegen import conv_rt as _cv\n"
             header += "".join(f"_cv.require({name!r})\n" for name in sorted(set(re.findall(r"\b_cv\.(\w+)\(", code))))
         if self.small_constants:  # exact bits, read back as a writable array of the dtype
             header += "\n" + "".join(

@@ -1,0 +1,613 @@
+"""The compiled convolutions kernels call (rnnloop/codegen/conv.py makes the calls): Conv and
+ConvTranspose on C-contiguous 5-d arrays, [N, C, D, H, W] (a 1-d or 2-d convolution has leading
+spatial axes of size 1), with the strides, dilations, pads and group as a tuple of ints.
+
+MEASUREMENTS
+"""
+
+from __future__ import annotations
+
+import functools
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+from numba import cfunc, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from . import blas
+from .simd import _lanes, _vfma, _vload, _vsplat, _vstore  # (vector operations of Numba code: see simd.py)
+
+_MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64
+CHUNK = 1 << 20  # elements of columns made per product (4 MiB of float32)
+SMALL_K = 16  # inner dimensions (C / group * kernel size) up to which _small_product beats BLAS (64 rows: 9 taps 56
+#               against 75 µs, 18: 98 against 122, 27: 153 against 160, 36: 295 against 198)
+GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
+
+
+@njit(cache=True, nogil=True)
+def _window(count, stride, offset, size):
+    """[lo, hi): the positions o < count whose index o * stride + offset lies in [0, size)."""
+    lo = max(0, -(offset // stride))
+    hi = min(count, (size - 1 - offset) // stride + 1)
+    return lo, max(lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def conv(x, w, bias, out, geometry, kernels):
+    """out = Conv(x, w) + bias on 5-d C-contiguous arrays: x [N, C, D, H, W], w [M, C / group, kd, kh, kw],
+    out [N, M, OD, OH, OW]; bias [M] or empty; geometry (strides, dilations, pads before: three each;
+    group); kernels: w's 3x3 kernels in Winograd's domain (winograd_kernels), or empty. Returns 0, or
+    1 without computing when the sizes do not agree (the rule checks them: a bug of ours)."""
+    group = geometry[9]
+    M, Cg = w.shape[0], w.shape[1]
+    if (group < 1 or x.shape[1] != Cg * group or M % group or bias.size not in (0, M) or out.shape[0] != x.shape[0]
+            or out.shape[1] != M or min(geometry) < 0 or min(geometry[:6]) < 1):
+        return 1
+    Mg = M // group
+    if Mg == 1:
+        _conv_direct(x, w, bias, out, geometry)
+    elif kernels.size:
+        if kernels.shape[1] != M or kernels.shape[2] != Cg or not _winograd_fits(x, w, geometry, kernels.shape[0]):
+            return 1
+        if kernels.shape[0] == 16:
+            _winograd(x, kernels, bias, out, geometry)
+        else:
+            _winograd_1d(x, kernels, bias, out, geometry)
+    else:
+        _conv_product(x, w, bias, out, geometry)
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _conv_direct(x, w, bias, out, geometry):
+    """Per output row, each weight times the input row it meets, added to it. (Loops over views from
+    0: Numba wraps a negative index around, and a loop from a computed start does not vectorise.)"""
+    sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry
+    N = x.shape[0]
+    D, H, W = x.shape[2], x.shape[3], x.shape[4]
+    M, Cg, kd, kh, kw = w.shape
+    Mg = M // group
+    OD, OH, OW = out.shape[2], out.shape[3], out.shape[4]
+    for n in range(N):
+        for m in range(M):
+            base = (m // Mg) * Cg
+            b = bias[m] if bias.size else 0.0
+            for od in range(OD):
+                for oh in range(OH):
+                    row = out[n, m, od, oh]
+                    for t in range(OW):
+                        row[t] = b
+                    for c in range(Cg):
+                        for a in range(kd):
+                            i = od * sd + a * dd - pd
+                            if i < 0 or i >= D:
+                                continue
+                            for e in range(kh):
+                                j = oh * sh + e * dh - ph
+                                if j < 0 or j >= H:
+                                    continue
+                                src = x[n, base + c, i, j]
+                                for f in range(kw):
+                                    v = w[m, c, a, e, f]
+                                    offw = f * dw - pw
+                                    w0, w1 = _window(OW, sw, offw, W)
+                                    if w1 > w0:
+                                        _axpy(row[w0:w1], v, src[w0 * sw + offw:], sw)
+
+
+@njit(cache=True, nogil=True)
+def _axpy(y, v, x, step):
+    """y += v * x[::step] (as many as y holds)."""
+    if step == 1:
+        for t in range(y.size):
+            y[t] += v * x[t]
+    else:
+        for t in range(y.size):
+            y[t] += v * x[t * step]
+
+
+@njit(cache=True, nogil=True)
+def _conv_product(x, w, bias, out, geometry):
+    """Per image, group and chunk of output positions: the columns, then weights x columns by BLAS."""
+    sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry
+    N, C = x.shape[0], x.shape[1]
+    M, Cg, kd, kh, kw = w.shape
+    Mg = M // group
+    K = Cg * kd * kh * kw
+    OD, OH, OW = out.shape[2], out.shape[3], out.shape[4]
+    L = OD * OH * OW
+    weights = w.reshape((M, K))
+    flat = out.reshape((N, M, L))
+    pointwise = K == Cg and sd == 1 and sh == 1 and sw == 1 and pd == 0 and ph == 0 and pw == 0
+    inputs = x.reshape((N, C, x.shape[2] * x.shape[3] * x.shape[4]))
+    # The group's input with its pads, as far as windows reach: [Cg, Dp, Hp, Wp].
+    Dp = max(x.shape[2] + pd, (OD - 1) * sd + (kd - 1) * dd + 1)
+    Hp = max(x.shape[3] + ph, (OH - 1) * sh + (kh - 1) * dh + 1)
+    Wp = max(x.shape[4] + pw, (OW - 1) * sw + (kw - 1) * dw + 1)
+    xp = np.zeros((0 if pointwise else Cg, Dp, Hp, Wp), out.dtype)
+    chunk = L if pointwise else max(1, min(L, CHUNK // K))
+    cols = np.empty((0 if pointwise else K, chunk), out.dtype)
+    ones = bias if bias.size or K > SMALL_K else np.zeros(M, out.dtype)  # the bias _small_product adds
+    for n in range(N):
+        for g in range(group):
+            a = weights[g * Mg:(g + 1) * Mg]
+            if not pointwise:
+                _pad(x, n, g * Cg, xp, pd, ph, pw)
+            for l0 in range(0, L, chunk):
+                lc = min(chunk, L - l0)
+                if not pointwise:
+                    _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols)
+                if K <= SMALL_K:  # the bias added too
+                    if pointwise:
+                        _small_product(weights.reshape(-1), g * Mg * K, Mg, K, x.reshape(-1), (n * C + g * Cg) * L, L,
+                                       lc, out.reshape(-1), (n * M + g * Mg) * L + l0, L, ones, g * Mg)
+                    else:
+                        _small_product(weights.reshape(-1), g * Mg * K, Mg, K, cols.reshape(-1), 0, chunk, lc,
+                                       out.reshape(-1), (n * M + g * Mg) * L + l0, L, ones, g * Mg)
+                    continue
+                target = flat[n, g * Mg:(g + 1) * Mg, l0:l0 + lc]
+                if pointwise:
+                    _MATMUL(a, inputs[n, g * Cg:(g + 1) * Cg], target)
+                elif lc <= GEMV_MAX_COLUMNS:  # a matrix-vector product per column
+                    for q in range(lc):
+                        _MATMUL(a, cols[:, q:q + 1], target[:, q:q + 1])
+                else:
+                    _MATMUL(a, cols[:, :lc], target)
+                if bias.size:
+                    for m in range(Mg):
+                        _add(out.reshape(-1), ((n * M + g * Mg + m) * L + l0), lc, bias[g * Mg + m])
+
+
+@njit(cache=True, nogil=True)
+def _small_product(w, wo, M, K, c, co, cs, n, out, oo, os, bias, bo):
+    """out[oo + m * os + l] = bias[bo + m] + sum over r < K of w[wo + m * K + r] * c[co + r * cs + l], for
+    m < M and l < n (flat arrays). Four rows by two vectors of columns accumulate in registers over r
+    (simd.py's vector operations): for a short inner dimension, where BLAS's blocking costs more than
+    it saves (64 x 9 x 3200, the bias added: 50 against 75 µs). (Written as plainly as this on
+    purpose: with the ragged rows folded into the same loop, it ran at half the speed.)"""
+    lanes = _lanes(out)
+    whole = n - n % (2 * lanes)
+    for m0 in range(0, M - M % 4, 4):
+        b0, b1, b2, b3 = bias[bo + m0], bias[bo + m0 + 1], bias[bo + m0 + 2], bias[bo + m0 + 3]
+        for l in range(0, whole, 2 * lanes):
+            a0 = a1 = _vsplat(b0)
+            e0 = e1 = _vsplat(b1)
+            f0 = f1 = _vsplat(b2)
+            h0 = h1 = _vsplat(b3)
+            for r in range(K):
+                x0 = _vload(c, co + r * cs + l)
+                x1 = _vload(c, co + r * cs + l + lanes)
+                s = _vsplat(w[wo + m0 * K + r])
+                a0, a1 = _vfma(s, x0, a0), _vfma(s, x1, a1)
+                s = _vsplat(w[wo + (m0 + 1) * K + r])
+                e0, e1 = _vfma(s, x0, e0), _vfma(s, x1, e1)
+                s = _vsplat(w[wo + (m0 + 2) * K + r])
+                f0, f1 = _vfma(s, x0, f0), _vfma(s, x1, f1)
+                s = _vsplat(w[wo + (m0 + 3) * K + r])
+                h0, h1 = _vfma(s, x0, h0), _vfma(s, x1, h1)
+            o = oo + m0 * os + l
+            _vstore(out, o, a0)
+            _vstore(out, o + lanes, a1)
+            _vstore(out, o + os, e0)
+            _vstore(out, o + os + lanes, e1)
+            _vstore(out, o + 2 * os, f0)
+            _vstore(out, o + 2 * os + lanes, f1)
+            _vstore(out, o + 3 * os, h0)
+            _vstore(out, o + 3 * os + lanes, h1)
+    for m in range(M - M % 4, M):  # the last rows
+        _small_row(w, wo + m * K, K, c, co, cs, whole, out, oo + m * os, bias[bo + m])
+    for m in range(M):  # the last columns
+        for l in range(whole, n):
+            total = bias[bo + m]
+            for r in range(K):
+                total += w[wo + m * K + r] * c[co + r * cs + l]
+            out[oo + m * os + l] = total
+
+
+@njit(cache=True, nogil=True)
+def _small_row(w, wo, K, c, co, cs, n, out, oo, b):
+    """One row of _small_product, for n a multiple of two vectors."""
+    lanes = _lanes(out)
+    for l in range(0, n, 2 * lanes):
+        a0 = a1 = _vsplat(b)
+        for r in range(K):
+            s = _vsplat(w[wo + r])
+            a0 = _vfma(s, _vload(c, co + r * cs + l), a0)
+            a1 = _vfma(s, _vload(c, co + r * cs + l + lanes), a1)
+        _vstore(out, oo + l, a0)
+        _vstore(out, oo + l + lanes, a1)
+
+
+@njit(cache=True, nogil=True)
+def _pad(x, n, first, xp, pd, ph, pw):
+    """xp[c, pd + i, ph + j, pw + k] = x[n, first + c, i, j, k] (xp's pads are zeros already)."""
+    for c in range(xp.shape[0]):
+        for i in range(x.shape[2]):
+            for j in range(x.shape[3]):
+                _run(xp[c, pd + i, ph + j], pw, x[n, first + c, i, j], 0, x.shape[4], 1)
+
+
+@njit(cache=True, nogil=True)
+def _add(y, start, count, b):
+    """y[start + t] += b for t < count, y 1-d (unsigned indices, as _run)."""
+    s = np.uint64(start)
+    for t in range(np.uint64(count)):
+        y[s + t] += b
+
+
+@njit(cache=True, nogil=True)
+def _run(dst, d0, src, s0, count, step):
+    """dst[d0 + t] = src[s0 + t * step] for t < count, on 1-d arrays. (Unsigned indices: Numba wraps
+    a negative signed index around, and that test in the loop keeps it from vectorising: 8x slower.)"""
+    d, s, k = np.uint64(d0), np.uint64(s0), np.uint64(step)
+    if step == 1:
+        for t in range(np.uint64(count)):
+            dst[d + t] = src[s + t]
+    else:
+        for t in range(np.uint64(count)):
+            dst[d + t] = src[s + t * k]
+
+
+@njit(cache=True, nogil=True)
+def _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols):
+    """cols[r, q] = the element of the padded input xp [Cg, Dp, Hp, Wp] that weight r (channel, then
+    kernel offsets) meets at output position l0 + q, for q < lc."""
+    sd, sh, sw, dd, dh, dw = geometry[0], geometry[1], geometry[2], geometry[3], geometry[4], geometry[5]
+    Dp, Hp, Wp = xp.shape[1], xp.shape[2], xp.shape[3]
+    source = xp.reshape(-1)
+    target = cols.reshape(-1)
+    stride = cols.shape[1]
+    first_row, last_row = l0 // OW, (l0 + lc - 1) // OW  # the output rows (od, oh) the chunk meets
+    r = 0
+    for c in range(xp.shape[0]):
+        for a in range(kd):
+            for e in range(kh):
+                for f in range(kw):
+                    at = r * stride - l0
+                    for row in range(first_row, last_row + 1):
+                        od, oh = divmod(row, OH)
+                        start = max(row * OW, l0)
+                        end = min(row * OW + OW, l0 + lc)
+                        origin = ((c * Dp + od * sd + a * dd) * Hp + oh * sh + e * dh) * Wp + f * dw
+                        _run(target, at + start, source, origin + (start - row * OW) * sw, end - start, sw)
+                    r += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Winograd's F(2x2, 3x3): 3x3 kernels, strides and dilations 1, one group. Each 4x4 tile of the
+# padded input (at every second row and column) is transformed (B^T d B), the 16 products of its
+# elements with the kernels' transforms (G g G^T, made at load) are summed over channels by 16 BLAS
+# products [M, C] x [C, tiles], and each tile's 2x2 outputs are A^T p A. 2.25 times fewer
+# multiplications than the direct product; float32 results differ from it by a few ulps of the sums.
+
+
+@njit(cache=True, nogil=True)
+def _winograd_fits(x, w, geometry, transforms):
+    """Whether conv() may take the Winograd path with kernels of `transforms` values (16: 2-d, 4: 1-d)."""
+    plain = (x.shape[2] == 1 and w.shape[2] == 1 and geometry[0] == 1 and geometry[6] == 0 and geometry[2] == 1
+             and geometry[5] == 1 and geometry[9] == 1 and w.shape[4] == 3)
+    if transforms == 16:
+        return plain and w.shape[3] == 3 and geometry[1] == 1 and geometry[4] == 1
+    return plain and transforms == 4 and x.shape[3] == 1 and w.shape[3] == 1 and geometry[7] == 0
+
+
+@njit(cache=True, nogil=True)
+def _b(d0, d1, d2, d3):
+    """B^T [d0, d1, d2, d3]: F(2, 3)'s input transform."""
+    return d0 - d2, d1 + d2, d2 - d1, d1 - d3
+
+
+@njit(cache=True, nogil=True)
+def _a(p0, p1, p2, p3):
+    """A^T [p0, p1, p2, p3]: F(2, 3)'s output transform."""
+    return p0 + p1 + p2, p1 - p2 - p3
+
+
+@njit(cache=True, nogil=True)
+def _winograd(x, kernels, bias, out, geometry):
+    ph, pw = geometry[7], geometry[8]
+    N, C, H, W = x.shape[0], x.shape[1], x.shape[3], x.shape[4]
+    M = kernels.shape[1]
+    OH, OW = out.shape[3], out.shape[4]
+    TH, TW = (OH + 1) // 2, (OW + 1) // 2
+    T = TH * TW
+    Hp, Wp = max(H + ph, 2 * TH + 2), max(W + pw, 2 * TW + 2)
+    xp = np.zeros((C, 1, Hp, Wp), out.dtype)
+    V = np.empty((16, C, T), out.dtype)
+    P = np.empty((M, 16, T), out.dtype)
+    exact = OH == 2 * TH and OW == 2 * TW
+    y = np.empty((0 if exact else M, 2 * TH, 2 * TW), out.dtype)
+    for n in range(N):
+        _pad(x, n, 0, xp, 0, ph, pw)
+        _winograd_inputs(xp.reshape((C, Hp, Wp)), V, TH, TW)
+        for f in range(16):
+            _MATMUL(kernels[f], V[f], P[:, f, :])
+        if exact:
+            _winograd_outputs(P, bias, out[n].reshape((M, OH, OW)), TH, TW)
+        else:
+            _winograd_outputs(P, bias, y, TH, TW)
+            for m in range(M):
+                for i in range(OH):
+                    _run(out[n, m, 0, i], 0, y[m, i], 0, OW, 1)
+
+
+@njit(cache=True, nogil=True)
+def _winograd_inputs(xp, V, TH, TW):
+    """V[f, c, th * TW + tw] = (B^T d B)[f], d the 4x4 tile of xp [C, Hp, Wp] at (2 th, 2 tw).
+    (Flat unsigned indices, as _run.)"""
+    C, Hp, Wp = xp.shape
+    T = TH * TW
+    xf, vf = xp.reshape(-1), V.reshape(-1)
+    step, row, one, two = np.uint64(C * T), np.uint64(Wp), np.uint64(1), np.uint64(2)
+    for c in range(C):
+        for th in range(TH):
+            x0 = np.uint64((c * Hp + 2 * th) * Wp)
+            x1, x2, x3 = x0 + row, x0 + two * row, x0 + row + two * row
+            v = np.uint64(c * T + th * TW)
+            for tw in range(np.uint64(TW)):
+                j = two * tw
+                a0, a1, a2, a3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
+                j += one
+                b0, b1, b2, b3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
+                j += one
+                e0, e1, e2, e3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
+                j += one
+                f0, f1, f2, f3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
+                k = v + tw
+                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a0, b0, e0, f0)
+                k += (two + two) * step
+                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a1, b1, e1, f1)
+                k += (two + two) * step
+                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a2, b2, e2, f2)
+                k += (two + two) * step
+                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a3, b3, e3, f3)
+
+
+@njit(cache=True, nogil=True)
+def _winograd_outputs(P, bias, y, TH, TW):
+    """y[m, 2 th + i, 2 tw + j] = (A^T p A)[i, j] + bias[m], p the 16 values P[m, :, th * TW + tw];
+    y is [M, 2 TH, 2 TW] (C-contiguous)."""
+    M = P.shape[0]
+    T = TH * TW
+    pf, yf = P.reshape(-1), y.reshape(-1)
+    t, wide, one, two, four = np.uint64(T), np.uint64(2 * TW), np.uint64(1), np.uint64(2), np.uint64(4)
+    for m in range(M):
+        b = bias[m] if bias.size else 0.0
+        for th in range(TH):
+            p = np.uint64(m * 16 * T + th * TW)
+            o = np.uint64((m * 2 * TH + 2 * th) * 2 * TW)
+            for tw in range(np.uint64(TW)):
+                k = p + tw
+                s00, s10 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
+                k += t
+                s01, s11 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
+                k += t
+                s02, s12 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
+                k += t
+                s03, s13 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
+                y00, y01 = _a(s00, s01, s02, s03)
+                y10, y11 = _a(s10, s11, s12, s13)
+                j = o + two * tw
+                yf[j], yf[j + one] = y00 + b, y01 + b
+                yf[j + wide], yf[j + wide + one] = y10 + b, y11 + b
+
+
+@njit(cache=True, nogil=True)
+def _winograd_1d(x, kernels, bias, out, geometry):
+    """F(2, 3) along the one spatial axis: per pair of outputs, 4 inputs transformed (B^T d), 4 BLAS
+    products [M, C] x [C, pairs], and A^T p."""
+    pw = geometry[8]
+    N, C, W = x.shape[0], x.shape[1], x.shape[4]
+    M = kernels.shape[1]
+    OW = out.shape[4]
+    T = (OW + 1) // 2
+    Wp = max(W + pw, 2 * T + 2)
+    xp = np.zeros((C, 1, 1, Wp), out.dtype)
+    V = np.empty((4, C, T), out.dtype)
+    P = np.empty((M, 4, T), out.dtype)
+    exact = OW == 2 * T
+    y = np.empty((0 if exact else M, 2 * T), out.dtype)
+    for n in range(N):
+        _pad(x, n, 0, xp, 0, 0, pw)
+        source, target = xp.reshape(-1), V.reshape(-1)
+        step, one, two = np.uint64(C * T), np.uint64(1), np.uint64(2)
+        for c in range(C):
+            at, v = np.uint64(c * Wp), np.uint64(c * T)
+            for t in range(np.uint64(T)):
+                j = at + two * t
+                k = v + t
+                target[k], target[k + step], target[k + two * step], target[k + (two + one) * step] = _b(
+                    source[j], source[j + one], source[j + two], source[j + two + one])
+        for f in range(4):
+            _MATMUL(kernels[f], V[f], P[:, f, :])
+        _winograd_outputs_1d(P, bias, out[n].reshape((M, OW)) if exact else y, T)
+        if not exact:
+            for m in range(M):
+                _run(out[n, m, 0, 0], 0, y[m], 0, OW, 1)
+
+
+@njit(cache=True, nogil=True)
+def _winograd_outputs_1d(P, bias, y, T):
+    """y[m, 2 t + j] = (A^T p)[j] + bias[m], p the 4 values P[m, :, t]; y is [M, 2 T]."""
+    M = P.shape[0]
+    pf, yf = P.reshape(-1), y.reshape(-1)
+    s, one, two = np.uint64(T), np.uint64(1), np.uint64(2)
+    for m in range(M):
+        b = bias[m] if bias.size else 0.0
+        p, o = np.uint64(4 * m * T), np.uint64(2 * m * T)
+        for t in range(np.uint64(T)):
+            k = p + t
+            y0, y1 = _a(pf[k], pf[k + s], pf[k + two * s], pf[k + (two + one) * s])
+            yf[o + two * t], yf[o + two * t + one] = y0 + b, y1 + b
+
+
+@njit(cache=True, nogil=True)
+def conv_transpose(x, w, bias, out, geometry):
+    """out = ConvTranspose(x, w) + bias on 5-d C-contiguous arrays: x [N, C, D, H, W],
+    w [C, M / group, kd, kh, kw], out [N, M, OD, OH, OW]; bias [M] or empty; geometry (strides,
+    dilations, elements cut from the beginning of the full result: three each; group). Per image
+    and group, the columns are W^T x by BLAS; each column element is then added where it lands.
+    Returns 0, or 1 when the sizes do not agree (as conv)."""
+    sd, sh, sw, dd, dh, dw, cd, ch, cw, group = geometry
+    N, C = x.shape[0], x.shape[1]
+    D, H, W = x.shape[2], x.shape[3], x.shape[4]
+    Mg, kd, kh, kw = w.shape[1], w.shape[2], w.shape[3], w.shape[4]
+    if (group < 1 or w.shape[0] != C or C % group or bias.size not in (0, Mg * group) or out.shape[0] != N
+            or out.shape[1] != Mg * group or min(geometry[:6]) < 1):
+        return 1
+    Cg = C // group
+    K = kd * kh * kw
+    OD, OH, OW = out.shape[2], out.shape[3], out.shape[4]
+    inputs = x.reshape((N, C, D * H * W))
+    weights = w.reshape((C, Mg * K))
+    cols = np.empty((Mg * K, D * H * W), out.dtype)
+    for n in range(N):
+        for m in range(Mg * group):
+            b = bias[m] if bias.size else 0.0
+            for od in range(OD):
+                for oh in range(OH):
+                    for ow in range(OW):
+                        out[n, m, od, oh, ow] = b
+        for g in range(group):
+            _MATMUL(weights[g * Cg:(g + 1) * Cg].T, inputs[n, g * Cg:(g + 1) * Cg], cols)
+            r = 0
+            for m in range(Mg):
+                for a in range(kd):
+                    for e in range(kh):
+                        for f in range(kw):
+                            offd, offh, offw = a * dd - cd, e * dh - ch, f * dw - cw
+                            d0, d1 = _window(D, sd, offd, OD)
+                            h0, h1 = _window(H, sh, offh, OH)
+                            w0, w1 = _window(W, sw, offw, OW)
+                            for i in range(d0, d1):
+                                for j in range(h0, h1):
+                                    at = (i * H + j) * W
+                                    for t in range(w0, w1):
+                                        out[n, g * Mg + m, i * sd + offd, j * sh + offh, t * sw + offw] += cols[r, at + t]
+                            r += 1
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels call conv and conv_transpose through a symbol, compiled once per dtype (as simd.py's
+# product): called as Numba functions, their code was linked into every kernel calling them, and
+# compiling such a kernel took 5-6 s more (a kernel of one Conv, numba 0.68). A kernel module
+# calls require(name) for each entry it uses (kernel.py writes those lines), so that a kernel
+# loaded from Numba's cache finds the symbol.
+
+_ENTRIES = {f"{kind}_{dtype}": dtype for kind in ("conv", "conv_transpose") for dtype in ("float32", "float64")}
+_SIZES = 5 + 5 + 1 + 5 + 3 + 10  # the sizes of x, w, bias, out and kernels, and the geometry: one int64 array
+
+
+@intrinsic
+def _c_array(typingctx, address, shape, dtype):
+    """The C-contiguous array of `dtype` (a NumPy scalar type) at `address`, of `shape` (a tuple of
+    ints): a view of memory the kernel calling the entry keeps alive, so without reference counting."""
+    array = types.Array(dtype.instance_type, len(shape), "C")
+
+    def codegen(context, builder, sig, args):
+        from numba.np.arrayobj import populate_array
+        address, shape, _ = args
+        out = context.make_array(array)(context, builder)
+        element = context.get_data_type(array.dtype)
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(element))
+        strides, step = [], itemsize
+        for size in reversed(cgutils.unpack_tuple(builder, shape)):
+            strides.insert(0, step)
+            step = builder.mul(step, size)
+        populate_array(out, data=builder.inttoptr(address, element.as_pointer()), shape=shape,
+                       strides=cgutils.pack_array(builder, strides), itemsize=itemsize, meminfo=None)
+        return out._getvalue()
+    return array(address, shape, dtype), codegen
+
+
+@njit(nogil=True)
+def _arguments(dtype, xa, wa, ba, oa, ka, sa):
+    """(x, w, bias, out, geometry, kernels) of an entry: the arrays at these addresses, their sizes
+    (and the geometry) read from the int64 array at sa."""
+    z = _c_array(sa, (_SIZES,), np.int64)
+    x = _c_array(xa, (z[0], z[1], z[2], z[3], z[4]), dtype)
+    w = _c_array(wa, (z[5], z[6], z[7], z[8], z[9]), dtype)
+    bias = _c_array(ba, (z[10],), dtype)
+    out = _c_array(oa, (z[11], z[12], z[13], z[14], z[15]), dtype)
+    kernels = _c_array(ka, (z[16], z[17], z[18]), dtype)
+    return x, w, bias, out, (z[19], z[20], z[21], z[22], z[23], z[24], z[25], z[26], z[27], z[28]), kernels
+
+
+# One function per entry for cfunc (and Numba's cache) to compile on its own.
+def _conv_float32(x, w, bias, out, kernels, sizes):
+    return conv(*_arguments(np.float32, x, w, bias, out, kernels, sizes))
+
+
+def _conv_float64(x, w, bias, out, kernels, sizes):
+    return conv(*_arguments(np.float64, x, w, bias, out, kernels, sizes))
+
+
+def _conv_transpose_float32(x, w, bias, out, kernels, sizes):
+    return conv_transpose(*_arguments(np.float32, x, w, bias, out, kernels, sizes)[:5])
+
+
+def _conv_transpose_float64(x, w, bias, out, kernels, sizes):
+    return conv_transpose(*_arguments(np.float64, x, w, bias, out, kernels, sizes)[:5])
+
+
+@functools.cache
+def _external(name: str) -> types.ExternalFunction:
+    """Entry `name` (conv_float32, ...) compiled as a C function and registered with LLVM by its
+    symbol; compiled once per machine (Numba's cache), loaded from it by later processes."""
+    signature = types.intp(*[types.intp] * 6)
+    compiled = cfunc(signature, nopython=True, nogil=True, cache=True)(globals()[f"_{name}"])
+    symbol = f"rnnloop_{name}"
+    llvm.add_symbol(symbol, compiled.address)
+    return types.ExternalFunction(symbol, signature)
+
+
+def require(name: str) -> None:
+    """Make entry `name` callable by kernels (a generated module calls this when it is imported)."""
+    _external(name)
+
+
+def _caller(name: str):
+    """The intrinsic kernels call entry `name` by, on arrays (x, w, bias, out, kernels: x, w and out of
+    one rank from 3 to 5, read as 5-d with leading spatial axes of size 1; bias 1-d; kernels 3-d; all
+    C-contiguous, of the entry's dtype) and the geometry (a tuple of 10 ints); it returns the entry's
+    status. Typing it registers the symbol."""
+    dtype = _ENTRIES[name]
+
+    @intrinsic
+    def call(typingctx, x, w, bias, out, kernels, geometry):
+        arrays = (x, w, bias, out, kernels)
+        if (not all(isinstance(a, types.Array) for a in arrays) or x.ndim not in (3, 4, 5)
+                or [a.ndim for a in arrays] != [x.ndim, x.ndim, 1, x.ndim, 3]
+                or any(a.layout != "C" or str(a.dtype) != dtype for a in arrays)
+                or not isinstance(geometry, types.UniTuple) or geometry.count != 10
+                or not isinstance(geometry.dtype, types.Integer)):
+            return None  # a typing error: the rule passes nothing else
+        external = _external(name)
+
+        def codegen(context, builder, signature, args):
+            intp = context.get_value_type(types.intp)
+            addresses, sizes = [], []
+            for k, (ty, value) in enumerate(zip(arrays, args[:5])):
+                array = context.make_array(ty)(context, builder, value)
+                addresses.append(builder.ptrtoint(array.data, intp))
+                shape = cgutils.unpack_tuple(builder, array.shape)
+                if k in (0, 1, 3):  # x, w, out: [N, C, spatial...] as [N, C, D, H, W]
+                    shape = shape[:2] + [ir.Constant(intp, 1)] * (5 - ty.ndim) + shape[2:]
+                sizes += shape
+            sizes += [context.cast(builder, v, geometry.dtype, types.intp)
+                      for v in cgutils.unpack_tuple(builder, args[5])]
+            block = cgutils.alloca_once(builder, intp, size=len(sizes))
+            for k, v in enumerate(sizes):
+                builder.store(v, builder.gep(block, [ir.Constant(intp, k)]))
+            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(intp, [intp] * 6),
+                                                      external.symbol)
+            return builder.call(function, addresses + [builder.ptrtoint(block, intp)])
+        return types.intp(x, w, bias, out, kernels, geometry), codegen
+    return call
+
+
+conv_float32, conv_float64 = _caller("conv_float32"), _caller("conv_float64")
+conv_transpose_float32, conv_transpose_float64 = _caller("conv_transpose_float32"), _caller("conv_transpose_float64")
