@@ -62,23 +62,24 @@ def conv(x, w, bias, out, geometry, kernels):
 
 @njit(cache=True, nogil=True)
 def _conv_direct(x, w, bias, out, geometry):
-    """Per output row, each weight times the input row it meets, added to it. (Loops over views from
-    0: Numba wraps a negative index around, and a loop from a computed start does not vectorise.)"""
+    """Per output row, each weight times the input row it meets, added to it (flat unsigned indices,
+    as _run: the rows of a small depthwise convolution are short, and a view per row cost more than
+    the row's arithmetic)."""
     sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry
     N = x.shape[0]
-    D, H, W = x.shape[2], x.shape[3], x.shape[4]
+    C, D, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
     M, Cg, kd, kh, kw = w.shape
     Mg = M // group
     OD, OH, OW = out.shape[2], out.shape[3], out.shape[4]
+    xf, wf, of = x.reshape(-1), w.reshape(-1), out.reshape(-1)
     for n in range(N):
         for m in range(M):
             base = (m // Mg) * Cg
             b = bias[m] if bias.size else 0.0
             for od in range(OD):
                 for oh in range(OH):
-                    row = out[n, m, od, oh]
-                    for t in range(OW):
-                        row[t] = b
+                    row = ((n * M + m) * OD + od) * OH * OW + oh * OW
+                    _fill(of, row, OW, b)
                     for c in range(Cg):
                         for a in range(kd):
                             i = od * sd + a * dd - pd
@@ -88,24 +89,32 @@ def _conv_direct(x, w, bias, out, geometry):
                                 j = oh * sh + e * dh - ph
                                 if j < 0 or j >= H:
                                     continue
-                                src = x[n, base + c, i, j]
+                                src = (((n * C + base + c) * D + i) * H + j) * W
                                 for f in range(kw):
-                                    v = w[m, c, a, e, f]
                                     offw = f * dw - pw
                                     w0, w1 = _window(OW, sw, offw, W)
                                     if w1 > w0:
-                                        _axpy(row[w0:w1], v, src[w0 * sw + offw:], sw)
+                                        v = wf[(((m * Cg + c) * kd + a) * kh + e) * kw + f]
+                                        _axpy(of, row + w0, v, xf, src + w0 * sw + offw, w1 - w0, sw)
 
 
 @njit(cache=True, nogil=True)
-def _axpy(y, v, x, step):
-    """y += v * x[::step] (as many as y holds)."""
+def _fill(y, start, count, b):
+    s = np.uint64(start)
+    for t in range(np.uint64(count)):
+        y[s + t] = b
+
+
+@njit(cache=True, nogil=True)
+def _axpy(y, ys, v, x, xs, count, step):
+    """y[ys + t] += v * x[xs + t * step] for t < count, on 1-d arrays (unsigned indices, as _run)."""
+    d, s, k = np.uint64(ys), np.uint64(xs), np.uint64(step)
     if step == 1:
-        for t in range(y.size):
-            y[t] += v * x[t]
+        for t in range(np.uint64(count)):
+            y[d + t] += v * x[s + t]
     else:
-        for t in range(y.size):
-            y[t] += v * x[t * step]
+        for t in range(np.uint64(count)):
+            y[d + t] += v * x[s + t * k]
 
 
 @njit(cache=True, nogil=True)
