@@ -326,20 +326,14 @@ def _winograd(x, kernels, bias, out, geometry):
     xp = np.zeros((C, 1, Hp, Wp), out.dtype)
     V = np.empty((16, C, T), out.dtype)
     P = np.empty((M, 16, T), out.dtype)
-    exact = OH == 2 * TH and OW == 2 * TW
-    y = np.empty((0 if exact else M, 2 * TH, 2 * TW), out.dtype)
+    Y = np.empty((4, M, T), out.dtype)
     for n in range(N):
         _pad(x, n, 0, xp, 0, ph, pw)
         _winograd_inputs(xp.reshape((C, Hp, Wp)), V, TH, TW)
         for f in range(16):
             _MATMUL(kernels[f], V[f], P[:, f, :])
-        if exact:
-            _winograd_outputs(P, bias, out[n].reshape((M, OH, OW)), TH, TW)
-        else:
-            _winograd_outputs(P, bias, y, TH, TW)
-            for m in range(M):
-                for i in range(OH):
-                    _run(out[n, m, 0, i], 0, y[m, i], 0, OW, 1)
+        _winograd_outputs(P, bias, Y)
+        _winograd_scatter(Y, out[n].reshape((M, OH, OW)), TH, TW)
 
 
 @njit(cache=True, nogil=True)
@@ -375,32 +369,73 @@ def _winograd_inputs(xp, V, TH, TW):
 
 
 @njit(cache=True, nogil=True)
-def _winograd_outputs(P, bias, y, TH, TW):
-    """y[m, 2 th + i, 2 tw + j] = (A^T p A)[i, j] + bias[m], p the 16 values P[m, :, th * TW + tw];
-    y is [M, 2 TH, 2 TW] (C-contiguous)."""
-    M = P.shape[0]
-    T = TH * TW
-    pf, yf = P.reshape(-1), y.reshape(-1)
-    t, wide, one, two, four = np.uint64(T), np.uint64(2 * TW), np.uint64(1), np.uint64(2), np.uint64(4)
+def _va(p0, p1, p2, p3, one, minus):
+    """A^T [p0, p1, p2, p3] on vectors (sums as multiply-adds by 1 and -1: exact)."""
+    return _vfma(one, p2, _vfma(one, p1, p0)), _vfma(minus, p3, _vfma(minus, p2, p1))
+
+
+@njit(cache=True, nogil=True)
+def _winograd_outputs(P, bias, Y):
+    """Y[2 i + j, m, t] = (A^T p A)[i, j] + bias[m], p the 16 values P[m, :, t] (P [M, 16, T]): along t
+    in vectors of simd.py's width (its loads and stores: Numba's loops over these many arrays did
+    not vectorise; 206 -> 60 µs at 128 channels of 200 tiles)."""
+    M, _, T = P.shape
+    pf, yf = P.reshape(-1), Y.reshape(-1)
+    lanes = _lanes(yf)
+    whole = T - T % lanes
+    plane = M * T
+    unit = np.ones(2, yf.dtype)
+    unit[1] = -unit[1]
+    one, minus = _vsplat(unit[0]), _vsplat(unit[1])
     for m in range(M):
-        b = bias[m] if bias.size else 0.0
-        for th in range(TH):
-            p = np.uint64(m * 16 * T + th * TW)
-            o = np.uint64((m * 2 * TH + 2 * th) * 2 * TW)
-            for tw in range(np.uint64(TW)):
-                k = p + tw
-                s00, s10 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
-                k += t
-                s01, s11 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
-                k += t
-                s02, s12 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
-                k += t
-                s03, s13 = _a(pf[k], pf[k + four * t], pf[k + two * four * t], pf[k + (two + one) * four * t])
-                y00, y01 = _a(s00, s01, s02, s03)
-                y10, y11 = _a(s10, s11, s12, s13)
-                j = o + two * tw
-                yf[j], yf[j + one] = y00 + b, y01 + b
-                yf[j + wide], yf[j + wide + one] = y10 + b, y11 + b
+        b = bias[m] if bias.size else unit[0] - unit[0]
+        bv = _vsplat(b)
+        p, y = m * 16 * T, m * T
+        for t in range(0, whole, lanes):
+            k = p + t
+            s00, s10 = _va(_vload(pf, k), _vload(pf, k + 4 * T), _vload(pf, k + 8 * T), _vload(pf, k + 12 * T), one, minus)
+            k += T
+            s01, s11 = _va(_vload(pf, k), _vload(pf, k + 4 * T), _vload(pf, k + 8 * T), _vload(pf, k + 12 * T), one, minus)
+            k += T
+            s02, s12 = _va(_vload(pf, k), _vload(pf, k + 4 * T), _vload(pf, k + 8 * T), _vload(pf, k + 12 * T), one, minus)
+            k += T
+            s03, s13 = _va(_vload(pf, k), _vload(pf, k + 4 * T), _vload(pf, k + 8 * T), _vload(pf, k + 12 * T), one, minus)
+            y00, y01 = _va(s00, s01, s02, s03, one, minus)
+            y10, y11 = _va(s10, s11, s12, s13, one, minus)
+            _vstore(yf, y + t, _vfma(one, bv, y00))
+            _vstore(yf, plane + y + t, _vfma(one, bv, y01))
+            _vstore(yf, 2 * plane + y + t, _vfma(one, bv, y10))
+            _vstore(yf, 3 * plane + y + t, _vfma(one, bv, y11))
+        for t in range(whole, T):  # the last tiles
+            k = p + t
+            s00, s10 = _a(pf[k], pf[k + 4 * T], pf[k + 8 * T], pf[k + 12 * T])
+            s01, s11 = _a(pf[k + T], pf[k + 5 * T], pf[k + 9 * T], pf[k + 13 * T])
+            s02, s12 = _a(pf[k + 2 * T], pf[k + 6 * T], pf[k + 10 * T], pf[k + 14 * T])
+            s03, s13 = _a(pf[k + 3 * T], pf[k + 7 * T], pf[k + 11 * T], pf[k + 15 * T])
+            y00, y01 = _a(s00, s01, s02, s03)
+            y10, y11 = _a(s10, s11, s12, s13)
+            yf[y + t], yf[plane + y + t] = y00 + b, y01 + b
+            yf[2 * plane + y + t], yf[3 * plane + y + t] = y10 + b, y11 + b
+
+
+@njit(cache=True, nogil=True)
+def _winograd_scatter(Y, out, TH, TW):
+    """out[m, 2 th + i, 2 tw + j] = Y[2 i + j, m, th * TW + tw] for the outputs out [M, OH, OW] has
+    (the last tiles' may be cut). (Flat unsigned indices, as _run.)"""
+    M, OH, OW = out.shape
+    T = TH * TW
+    yf, of = Y.reshape(-1), out.reshape(-1)
+    plane, one, two = np.uint64(M * T), np.uint64(1), np.uint64(2)
+    pairs = np.uint64(OW // 2)
+    for m in range(M):
+        for oh in range(OH):
+            src = np.uint64(2 * (oh % 2)) * plane + np.uint64(m * T + (oh // 2) * TW)
+            dst = np.uint64((m * OH + oh) * OW)
+            for tw in range(pairs):
+                of[dst + two * tw] = yf[src + tw]
+                of[dst + two * tw + one] = yf[src + plane + tw]
+            if OW % 2:
+                of[dst + two * pairs] = yf[src + pairs]
 
 
 @njit(cache=True, nogil=True)
