@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers import assert_same, load_falling_back, parse, run_fused, run_onnxruntime, thin
+from helpers import assert_same, load_fused, parse, run_fused, run_onnxruntime, thin
 
 import rnnloop
 
@@ -119,11 +119,9 @@ def test_scan8_runs_each_batch_row_to_its_own_sequence_length(direction, backend
             state = state + x_t
             y_expect[b, t] = state
         s_expect[b] = state
-    # Scan-8 lowers to a loop over the batch around a loop over time; the outer one is interpreted
-    # (it pads each row's outputs to the full length by pads it computes, and Pad compiles only
-    # constant pads yet) and the inner one runs fused.
-    session = load_falling_back(model, backend,
-                                r"Scan 'Scan_0' \(ai.onnx opset 8\): interpreted \(.*the pads input must be a constant")
+    # Scan-8 lowers to a loop over the batch around a loop over time; the outer one pads each row's
+    # outputs to the full length by pads it computes (Pad of computed pads compiles): both fuse.
+    session = load_fused(model, backend)
     if backend == "numba":
-        assert [p.fused is not None for p in session.plans] == [False, True], session.explain()
+        assert [p.fused is not None for p in session.plans] == [True, True], session.explain()
     assert_same(session.run(None, {"lens": lens, "s0": s0, "x": x}), [s_expect, y_expect])
