@@ -222,7 +222,7 @@ PATHS = [conv([1, 16, 9, 7], [16, 16, 3, 3], bias=True, pads=[1, 1, 1, 1]),
          conv([1, 1, 12, 20], [8, 1, 3, 3], bias=True, pads=[1, 1, 1, 1])]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 def test_every_path_of_the_compiled_convolution_matches_the_interpreter(dtype):
     rtol = 1e-4 if dtype == np.float32 else 1e-10
     for const_w in (True, False):
@@ -258,6 +258,7 @@ def test_one_kernel_serves_every_size():
         assert_same(session.run(None, feeds), interp.run(None, feeds), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow  # (one large kernel: about a minute and a half cold)
 def test_a_conv_in_a_loop_body_is_compiled_into_the_loop(backend):
     """A Scan over frames: each step convolves its [1, 4, 8] frame (types inferred in the body)."""
     body = helper.make_graph(

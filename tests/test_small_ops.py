@@ -274,6 +274,7 @@ def _loop_body_model() -> tuple[onnx.ModelProto, dict]:
     return model([loop], feeds, ["final"] + [f"all_{n}" for n in stacked], 20, out_dtype=None), feeds
 
 
+@pytest.mark.slow  # (one large kernel: about a minute and a half cold)
 def test_small_ops_compile_inside_a_loop_body_and_match_the_interpreter():
     m, feeds = _loop_body_model()
     with warnings.catch_warnings():
