@@ -45,7 +45,7 @@ def conv_model(name: str) -> tuple[onnx.ModelProto, dict]:
     """A one-Conv model of shape `name` with constant weights and bias, and its feed."""
     x_shape, w_shape, attrs = SHAPES[name]
     rng = np.random.default_rng(0)
-    w = rng.standard_normal(w_shape).astype(np.float32) / np.sqrt(np.prod(w_shape[1:]))
+    w = (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(np.float32)
     b = rng.standard_normal(w_shape[0]).astype(np.float32)
     graph = helper.make_graph(
         [helper.make_node("Conv", ["x", "W", "B"], ["y"], **attrs)], name,
@@ -109,9 +109,15 @@ class ConvRatio:
 if __name__ == "__main__":  # a quick table without asv: python benchmarks/bench_conv.py [rounds]
     import sys
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    print(f"{'shape':26s} {'rnnloop µs':>11s} {'onnxruntime µs':>15s}  ratio median (range) of {rounds} rounds")
     for shape in SHAPES:
         bench = ConvRatio()
         bench.setup(shape)
-        ratios = [bench.track_ratio_to_onnxruntime(shape) for _ in range(rounds)]
-        print(f"{shape:26s} ratio median {np.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}",
-              flush=True)
+        ours, theirs, ratios = [], [], []
+        for _ in range(rounds):
+            a, b = measure(bench.engines, repeat=9)
+            ours.append(a.seconds)
+            theirs.append(b.seconds)
+            ratios.append(a.seconds / b.seconds)
+        print(f"{shape:26s} {np.median(ours) * 1e6:11.1f} {np.median(theirs) * 1e6:15.1f}  "
+              f"{np.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})", flush=True)

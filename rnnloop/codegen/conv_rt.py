@@ -2,7 +2,43 @@
 ConvTranspose on C-contiguous 5-d arrays, [N, C, D, H, W] (a 1-d or 2-d convolution has leading
 spatial axes of size 1), with the strides, dilations, pads and group as a tuple of ints.
 
-MEASUREMENTS
+conv() takes one of four paths, chosen by measurement on this project's 2-core AMD EPYC (AVX2, no
+AVX-512 on this host; one thread, float32, batch 1; µs per call, medians of runs interleaved with
+onnxruntime 1.32 on one thread, whose time is in parentheses; the machine shared, so read the ratios):
+
+- im2col into BLAS (rnnloop.codegen.blas), the general path: per image, group and chunk of CHUNK
+  elements, the columns (each kernel tap's shifted input rows, from a zero-padded copy of the group's
+  input) times the weights [M / group, C / group * k], whose row-major layout is already the
+  product's: nothing laid out at load, and a W computed at run time costs the same. A 1x1
+  convolution without strides or pads reads its input as the columns. On the CRNN layer 64 -> 128
+  channels, 3x3 on 16x50, columns of 16K elements per product took 2698 µs, 64K 2103, 256K 1986,
+  1M 1857, all of them 1805 (1501): BLAS repacks the weights per product. Products of at most
+  GEMV_MAX_COLUMNS output positions (an STFT as a Conv1d: 258 x 256 by 3 frames) are gemv per
+  position: 13 against 23 µs by gemm.
+- Winograd's F(2x2, 3x3) and F(2, 3) for 3x3 and 3-tap convolutions of stride and dilation 1, one
+  group and conv.WINOGRAD_MIN_CHANNELS channels each way, the kernels transformed at load: 2.25
+  (1.5) times fewer multiplications, in 16 (4) BLAS products [M, C] x [C, tiles]. The CRNN layers
+  64 -> 128 on 16x50 and 128 -> 256 on 8x25: 1805 -> 991 (1295) and 1470 -> 1039 (1227) µs; the
+  3-tap Conv1d of 128 channels on 64 steps: products 72 -> 55 µs.
+- _small_product for inner dimensions up to SMALL_K (the first CRNN layer, 1 -> 64 channels 3x3:
+  9): four output rows by two vectors accumulated in registers, the bias added in: 64 x 9 x 3200,
+  50 µs against 75 by BLAS, whose blocking costs more than it saves at that depth.
+- direct loops for one output channel per group (depthwise): each tap times the input row it
+  meets, added to the output row; a product would have one row per group.
+
+The whole Conv, rnnloop's kernel call and onnxruntime's session.run as benchmarks/bench_conv.py
+times them (python benchmarks/bench_conv.py 7: ratio median and range of 7 rounds of 9; load ~3):
+
+    STFT 258 x 256 taps, hop 128, 576 samples   29 µs  (37)    0.78 (0.70-0.86)
+    Conv1d 3 taps, 128 channels, 64 steps       77     (93)    0.81 (0.77-0.88)
+    Conv1d 3 taps, 64 channels, 64 steps        45     (58)    0.76 (0.74-0.82)
+    CRNN 3x3, 1 -> 64 on 32x100                 151    (154)   0.97 (0.93-1.05)
+    CRNN 3x3, 64 -> 128 on 16x50                1043   (1365)  0.77 (0.73-0.81)
+    CRNN 3x3, 128 -> 256 on 8x25                1478   (1514)  0.97 (0.94-1.00)
+    depthwise Conv1d, 128 channels, 11 taps     36     (59)    0.59 (0.45-0.67)
+
+(the first and last CRNN layers are near onnxruntime's time: the 1 -> 64 layer writes 800 KiB of
+output from 9 products per element, and the 128 -> 256 layer's Winograd products have 52 columns.)
 """
 
 from __future__ import annotations
@@ -21,8 +57,8 @@ from .simd import _lanes, _vfma, _vload, _vsplat, _vstore  # (vector operations 
 
 _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64
 CHUNK = 1 << 20  # elements of columns made per product (4 MiB of float32)
-SMALL_K = 16  # inner dimensions (C / group * kernel size) up to which _small_product beats BLAS (64 rows: 9 taps 56
-#               against 75 µs, 18: 98 against 122, 27: 153 against 160, 36: 295 against 198)
+SMALL_K = 16  # inner dimensions (C / group * kernel size) up to which _small_product beats BLAS (64 rows: 9 taps 50
+#               against 75 µs, 18: 97 against 121, 27: 153 against 160, 36: 295 against 198)
 GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
 
 
@@ -38,7 +74,7 @@ def _window(count, stride, offset, size):
 def conv(x, w, bias, out, geometry, kernels):
     """out = Conv(x, w) + bias on 5-d C-contiguous arrays: x [N, C, D, H, W], w [M, C / group, kd, kh, kw],
     out [N, M, OD, OH, OW]; bias [M] or empty; geometry (strides, dilations, pads before: three each;
-    group); kernels: w's 3x3 kernels in Winograd's domain (winograd_kernels), or empty. Returns 0, or
+    group); kernels: w's kernels in Winograd's domain (conv.winograd_kernels), or empty. Returns 0, or
     1 without computing when the sizes do not agree (the rule checks them: a bug of ours)."""
     group = geometry[9]
     M, Cg = w.shape[0], w.shape[1]
@@ -129,7 +165,8 @@ def _conv_product(x, w, bias, out, geometry):
     L = OD * OH * OW
     weights = w.reshape((M, K))
     flat = out.reshape((N, M, L))
-    pointwise = K == Cg and sd == 1 and sh == 1 and sw == 1 and pd == 0 and ph == 0 and pw == 0
+    pointwise = (K == Cg and sd == 1 and sh == 1 and sw == 1 and pd == 0 and ph == 0 and pw == 0
+                 and (OD, OH, OW) == (x.shape[2], x.shape[3], x.shape[4]))  # (the input read as the columns)
     inputs = x.reshape((N, C, x.shape[2] * x.shape[3] * x.shape[4]))
     # The group's input with its pads, as far as windows reach: [Cg, Dp, Hp, Wp].
     Dp = max(x.shape[2] + pd, (OD - 1) * sd + (kd - 1) * dd + 1)
