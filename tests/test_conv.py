@@ -396,6 +396,6 @@ def test_openvino_convolution_layers_compile_into_one_region(tmp_path):
                                                                    .astype(np.float32)), [2, 2])
     path = _ov_model(tmp_path, X4, build)
     session = load_compiled(path)
-    assert "2 op(s) compiled into one kernel" in session.explain() or "compiled into one kernel" in session.explain()
+    assert "compiled into one kernel" in session.explain()  # (and nothing interpreted: load_compiled)
     assert_same(session.run(None, {"x0": X4}), rnnloop.load(path, backend="interp").run(None, {"x0": X4}),
                 rtol=1e-4, atol=1e-5)
