@@ -26,19 +26,21 @@ onnxruntime 1.32 on one thread, whose time is in parentheses; the machine shared
 - direct loops for one output channel per group (depthwise): each tap times the input row it
   meets, added to the output row; a product would have one row per group.
 
-The whole Conv, rnnloop's kernel call and onnxruntime's session.run as benchmarks/bench_conv.py
-times them (python benchmarks/bench_conv.py 7: ratio median and range of 7 rounds of 9; load ~3):
+The whole Conv, rnnloop's session.run and onnxruntime's as benchmarks/bench_conv.py times them
+(python benchmarks/bench_conv.py 7, three times, load ~3: rnnloop's time over onnxruntime's, the
+median of the three runs' medians and the range of all 21 rounds of 9 interleaved calls; µs per
+call of the first run, onnxruntime's in parentheses):
 
-    STFT 258 x 256 taps, hop 128, 576 samples   29 µs  (37)    0.78 (0.70-0.86)
-    Conv1d 3 taps, 128 channels, 64 steps       77     (93)    0.81 (0.77-0.88)
-    Conv1d 3 taps, 64 channels, 64 steps        45     (58)    0.76 (0.74-0.82)
-    CRNN 3x3, 1 -> 64 on 32x100                 151    (154)   0.97 (0.93-1.05)
-    CRNN 3x3, 64 -> 128 on 16x50                1043   (1365)  0.77 (0.73-0.81)
-    CRNN 3x3, 128 -> 256 on 8x25                1478   (1514)  0.97 (0.94-1.00)
-    depthwise Conv1d, 128 channels, 11 taps     36     (59)    0.59 (0.45-0.67)
+    STFT 258 x 256 taps, hop 128, 576 samples    29 µs  (37)    0.90 (0.70-0.97)
+    Conv1d 3 taps, 128 channels, 64 steps        77     (93)    0.81 (0.74-0.91)
+    Conv1d 3 taps, 64 channels, 64 steps         45     (58)    0.80 (0.74-1.00)
+    CRNN 3x3, 1 -> 64 on 32x100                  151    (154)   0.94 (0.86-1.05)
+    CRNN 3x3, 64 -> 128 on 16x50                 1043   (1365)  0.76 (0.68-0.87)
+    CRNN 3x3, 128 -> 256 on 8x25                 1478   (1514)  0.89 (0.81-1.03)
+    depthwise Conv1d, 128 channels, 11 taps      36     (59)    0.64 (0.45-0.72)
 
-(the first and last CRNN layers are near onnxruntime's time: the 1 -> 64 layer writes 800 KiB of
-output from 9 products per element, and the 128 -> 256 layer's Winograd products have 52 columns.)
+(the first and last CRNN layers are closest to onnxruntime's time: the 1 -> 64 layer writes 800 KiB
+of output from 9 products per element, and the 128 -> 256 layer's Winograd products have 52 columns.)
 """
 
 from __future__ import annotations
