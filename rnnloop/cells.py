@@ -83,7 +83,7 @@ def cell_body(b: Builder, spec: CellSpec, lengths: np.dtype | None = None) -> Gr
     x = body.input(b.fresh("x"), mat)
     tau = body.input(b.fresh("tau"), TensorType(np.dtype(lengths), ())) if lengths is not None else None
     wt, rt = body.input(b.fresh("Wt"), mat), body.input(b.fresh("Rt"), mat)
-    cell = _Cell(body, spec)
+    cell = Cell(body, spec)
     bias = body.input(b.fresh("bias"), vec)
     extra = None
     if spec.kind == "LSTM" and spec.peepholes:
@@ -114,7 +114,7 @@ def cell_step(b: Builder, spec: CellSpec, h: str, c: str | None, x: str, wt: str
     """One step's ops emitted into `b`, outside any loop (a front end's single-step cell op):
     returns [h_next] or, for an LSTM, [h_next, c_next]. The inputs are cell_body's; `extra` is
     an LSTM's peepholes P or a GRU's recurrent h bias (linear_before_reset)."""
-    cell = _Cell(b, spec)
+    cell = Cell(b, spec)
     if spec.kind == "LSTM":
         return list(cell.lstm(h, c, x, wt, rt, bias, extra))
     if spec.kind == "GRU":
@@ -122,8 +122,9 @@ def cell_step(b: Builder, spec: CellSpec, h: str, c: str | None, x: str, wt: str
     return [cell.rnn(h, x, wt, rt, bias)]
 
 
-class _Cell:
-    """Emits one step's ops into a body builder."""
+class Cell:
+    """Emits one step's ops into a body builder (also for front ends' own cell bodies: the
+    quantised LSTM of rnnloop/frontends/onnx_quant.py)."""
 
     def __init__(self, b: Builder, spec: CellSpec):
         self.b, self.spec = b, spec
@@ -157,6 +158,11 @@ class _Cell:
     def lstm(self, h, c, x, wt, rt, bias, p):
         b = self.b
         gates = b.op1("Add", b.op1("Add", b.op1("MatMul", x, wt), b.op1("MatMul", h, rt)), bias)
+        return self.lstm_gates(c, gates, p)
+
+    def lstm_gates(self, c, gates, p):
+        """(h_next, c_next) from the gates' pre-activations [batch, 4 * hidden] (i, o, f, c)."""
+        b = self.b
         gi, go, gf, gc = self.split(gates, 4)
         if p is not None:
             pi, po, pf = b.op("Split", [p, b.constant(np.full(3, self.spec.hidden, np.int64))], 3, axis=0)

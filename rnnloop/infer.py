@@ -22,7 +22,7 @@ from .ir import Op, TensorType, Type
 # type that ONNX defines by a function body alone (no inference of their own at OPSET).
 _SAME_TYPE = frozenset({"Affine", "ScaledTanh", "GroupNormalization", "MeanVarianceNormalization"})
 # Ops whose IR form is newer than OPSET: inferred by the schema of that version.
-_NEWER = {"AveragePool": 19, "Gelu": 20, "SpaceToDepth": 28}
+_NEWER = {"AveragePool": 19, "Gelu": 20, "SpaceToDepth": 28, "QuantizeLinear": 25, "DequantizeLinear": 25}
 # Ops whose output has their input's rank, which ONNX's inference leaves unknown when their pads or
 # axes are computed at run time.
 _SAME_RANK = frozenset({"Pad"})

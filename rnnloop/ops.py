@@ -28,6 +28,12 @@ OPS: dict[str, str] = {
     # convolutions (rnnloop/interp/conv_ops.py)
     "Conv": "sum of W over kernel windows of the padded input, per group of channels, plus B",
     "ConvTranspose": "the gradient of Conv by its input: each input element adds x * W to the output, plus B",
+    # quantisation (rnnloop/interp/quant_ops.py): scales and zero points per tensor, axis or block
+    "QuantizeLinear": "saturate(round_half_even(x / y_scale) + y_zero_point) in the zero point's type",
+    "DequantizeLinear": "(x - x_zero_point) * x_scale in float32, as the scale's type",
+    "DynamicQuantizeLinear": "x as uint8 by the scale and zero point of its range widened to hold 0; and those",
+    "MatMulInteger": "(A - a_zero_point) @ (B - b_zero_point) in int32",
+    "ConvInteger": "Conv of (x - x_zero_point) by (w - w_zero_point) in int32",
     # comparisons and logic
     "Equal": "a == b", "Less": "a < b", "LessOrEqual": "a <= b", "Greater": "a > b",
     "GreaterOrEqual": "a >= b", "Not": "not x", "And": "a and b", "Or": "a or b", "Xor": "a xor b",

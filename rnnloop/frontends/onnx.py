@@ -15,7 +15,7 @@ from ..builder import Builder
 from ..errors import ModelError, UnsupportedModelError
 from ..interp.graph import RUNNERS  # importing graph registers every op function
 from ..ir import Graph, OptionalType, Origin, SequenceType, TensorType, Type
-from . import onnx_control, onnx_nn, onnx_ops, onnx_rnn, onnx_signal, onnx_small_ops  # noqa: F401  (register the converters)
+from . import onnx_control, onnx_nn, onnx_ops, onnx_quant, onnx_rnn, onnx_signal, onnx_small_ops  # noqa: F401  (register the converters)
 from .registry import CONVERTERS, Unsupported, find_converter, unsupported_listing
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -234,7 +234,12 @@ def _prescan(graph: GraphProto, opsets: dict[str, int]) -> Iterator[Unsupported]
         version = f"{domain} opset {opsets.get(node.domain or '', '?')}"
         since = _since_version(node, opsets) if node.domain in DEFAULT_DOMAINS else None
         problem = None
-        if node.domain not in DEFAULT_DOMAINS:
+        if node.domain == onnx_quant.MICROSOFT:  # only the ops onnxruntime's quantiser emits
+            known = sorted(op for fmt, op in CONVERTERS if fmt == onnx_quant.MICROSOFT)
+            problem = (_attribute_problem(node, 1, onnx_quant.MICROSOFT)
+                       if find_converter(onnx_quant.MICROSOFT, node.op_type, 1) is not None else
+                       f"'{node.op_type}' of the domain 'com.microsoft' is not supported (supported: {', '.join(known)})")
+        elif node.domain not in DEFAULT_DOMAINS:
             problem = f"the domain '{node.domain}' is not supported"
         elif since is None:
             problem = "not an ONNX op at this opset"
@@ -250,9 +255,9 @@ def _prescan(graph: GraphProto, opsets: dict[str, int]) -> Iterator[Unsupported]
             yield from _prescan(sub, opsets)
 
 
-def _attribute_problem(node: NodeProto, since: int) -> str | None:
+def _attribute_problem(node: NodeProto, since: int, fmt: str = "onnx") -> str | None:
     """Attributes the converter (or, for ops passed as they are, the interpreter) does not take."""
-    fn = find_converter("onnx", node.op_type, since)
+    fn = find_converter(fmt, node.op_type, since)
     if fn is onnx_ops.convert_as_is:
         fn = RUNNERS.get(node.op_type)
     if fn is None:
@@ -328,8 +333,11 @@ class OnnxConverter:
 
     def convert_node(self, node: NodeProto, b: Builder, index: int) -> None:
         opset = self.opsets.get(node.domain or "", 1)
-        origin = Origin("onnx", node_name(node, index), node.op_type, opset)
-        fn = find_converter("onnx", node.op_type, _since_version(node, self.opsets))
+        origin = Origin("onnx", node_name(node, index), node.op_type, opset, node.domain or "ai.onnx")
+        if node.domain == onnx_quant.MICROSOFT:
+            fn = find_converter(onnx_quant.MICROSOFT, node.op_type, 1)
+        else:
+            fn = find_converter("onnx", node.op_type, _since_version(node, self.opsets))
         attrs = {}
         for a in node.attribute:
             try:

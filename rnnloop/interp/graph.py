@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import OpError, RnnloopError, RunError
 from ..ir import Graph, If, Loop, Op, Region
-from . import conv_ops, math_ops, nn_ops, resize, sequence_ops, signal_ops, small_ops, tensor_ops  # noqa: F401  (register the op functions)
+from . import conv_ops, math_ops, nn_ops, quant_ops, resize, sequence_ops, signal_ops, small_ops, tensor_ops  # noqa: F401  (register the op functions)
 from .registry import RUNNERS
 
 # Ops whose output is a list no other value shares: a later SequenceInsert may extend it in place.
