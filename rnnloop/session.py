@@ -73,7 +73,7 @@ class Session:
         self.graph = graph = eliminate_dead_code(fold_batchnorm(graph))
         for g in _graphs(graph):  # (ONNX's raw data arrives read-only; a kernel takes writable arrays)
             g.constants = {n: _writable(c) for n, c in g.constants.items()}
-        self.backend = backend
+        self.backend, self.strict = backend, strict
         # The program: the graph with its compiled regions in place of their ops.
         self.partition = compile_regions(graph) if backend == "numba" else None
         self.program = program = self.partition.graph if self.partition else graph
@@ -164,6 +164,14 @@ class Session:
     def ir_text(self) -> str:
         """The model's IR in its stable text form."""
         return format_graph(self.graph)
+
+    _source = None  # what rnnloop.load was given (portable.Source); None for a graph built in Python
+
+    def __reduce__(self):
+        """A Session pickles as its model's bytes and load options, never as kernels or arrays; the
+        unpickling process loads it again, once per process (rnnloop/portable.py)."""
+        from .portable import reduce
+        return reduce(self)
 
 
 class _Direct:
@@ -369,4 +377,7 @@ def load(model: Any, *, backend: str = "numba", strict: bool = False, base_dir: 
     else:
         from .frontends.onnx import convert_model, read_model
         graph = convert_model(read_model(model, base_dir))
-    return Session(graph, backend=backend, strict=strict, max_iterations=max_iterations)
+    session = Session(graph, backend=backend, strict=strict, max_iterations=max_iterations)
+    from .portable import Source
+    session._source = Source(model, base_dir)  # (so that the Session can travel: see __reduce__)
+    return session
