@@ -1,0 +1,277 @@
+"""rnnloop.dask on a real cluster: a LocalCluster of two worker processes (a real scheduler, real
+pickling, each worker its own Sessions), each mode compared bit for bit with the same graph run in
+this one process, and a worker killed in the middle of a run."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import time
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+pytest.importorskip("dask", reason="rnnloop.dask needs dask: pip install 'rnnloop[dask]'")
+distributed = pytest.importorskip("distributed", reason="rnnloop.dask's tests need dask.distributed")
+
+import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+import dask.bag as db  # noqa: E402
+
+import rnnloop  # noqa: E402
+import rnnloop.dask as rd  # noqa: E402
+from rnnloop import models, portable  # noqa: E402
+from rnnloop.codegen.cache import cache_dir  # noqa: E402
+
+SR = {"sr": np.array(16000, np.int64)}
+
+
+def gru_model(hidden: int = 8, features: int = 4, seed: int = 0) -> onnx.ModelProto:
+    """A GRU over x[T, N, features] (batch on axis 1): y[T, 1, N, hidden] and h[1, N, hidden]."""
+    rng = np.random.default_rng(seed)
+    model = onnx.parser.parse_model(f"""<ir_version: 8, opset_import: ["" : 17]>
+    gru (float[T, N, {features}] x) => (float[T, 1, N, {hidden}] y, float[1, N, {hidden}] h) {{
+        y, h = GRU <hidden_size = {hidden}> (x, W, R, B)
+    }}""")
+    for name, shape in (("W", (1, 3 * hidden, features)), ("R", (1, 3 * hidden, hidden)), ("B", (1, 6 * hidden))):
+        model.graph.initializer.append(numpy_helper.from_array(rng.uniform(-.5, .5, shape).astype(np.float32), name))
+    return model
+
+
+def dense_model(features: int = 4, width: int = 3) -> onnx.ModelProto:
+    """y[N, width] = tanh(x[N, features] @ W): a kernel that compiles in about a second."""
+    model = onnx.parser.parse_model(f"""<ir_version: 8, opset_import: ["" : 17]>
+    dense (float[N, {features}] x) => (float[N, {width}] y) {{
+        p = MatMul(x, W)
+        y = Tanh(p)
+    }}""")
+    w = np.random.default_rng(0).uniform(-.5, .5, (features, width)).astype(np.float32)
+    model.graph.initializer.append(numpy_helper.from_array(w, "W"))
+    return model
+
+
+def sequences(count: int, features: int = 4, seed: int = 0) -> list[np.ndarray]:
+    """Sequences [T, features] of 3 to 6 steps, lengths interleaved."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((3 + k % 4, features)).astype(np.float32) for k in range(count)]
+
+
+def same(a, b) -> bool:
+    """Bit for bit: the same arrays (dtypes, shapes, bytes), or dicts/lists of them."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two worker processes of one thread each, sharing this run's kernel cache (they inherit
+    the environment)."""
+    saved = os.environ.get("RNNLOOP_CACHE_DIR")
+    os.environ["RNNLOOP_CACHE_DIR"] = str(cache_dir())
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       dashboard_address=None, silence_logs=logging.CRITICAL)
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+    if saved is None:
+        os.environ.pop("RNNLOOP_CACHE_DIR", None)
+    else:
+        os.environ["RNNLOOP_CACHE_DIR"] = saved
+
+
+@pytest.fixture(scope="module")
+def gru():
+    return rnnloop.load(gru_model(), backend="interp")
+
+
+def loads(client) -> dict[str, int]:
+    """How many Sessions each worker process has loaded from pickles so far."""
+    return client.run(lambda: portable.loads)
+
+
+# --- sessions travel ---------------------------------------------------------------------------
+
+def test_a_session_pickles_as_its_model_bytes_and_options(gru):
+    data = pickle.dumps(gru)
+    made = pickle.loads(data)
+    assert made is gru  # (in the process that made it: the same Session, nothing loads)
+    moved = portable.portable(gru)
+    assert moved.kind == "onnx" and moved.options == {"backend": "interp", "max_iterations": None, "strict": False}
+    assert onnx.load_from_string(moved.model).graph.node[0].op_type == "GRU"
+    assert len(data) < len(moved.model) + 1000  # the bytes and the options: no arrays computed, no kernels
+    other = moved.load()  # another process's view: a new Session from the bytes, which runs the same
+    x = sequences(1)[0][:, None]
+    assert same(other.run(None, {"x": x}), gru.run(None, {"x": x}))
+
+
+def test_a_session_built_in_python_travels_as_its_onnx_export():
+    net = rnnloop.Network("double")
+    x = net.add_input("x", np.float32, ["N", 3])
+    net.mark_output(net.op("Add", x, x), "y")
+    session = net.compile(backend="interp")
+    again = portable.portable(session).load()
+    feed = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    assert same(again.run(None, feed), session.run(None, feed))
+
+
+def test_an_openvino_session_travels_as_its_xml_and_bin(tmp_path):
+    ov = pytest.importorskip("openvino")
+    from openvino import opset8 as ops
+    param = ops.parameter([2, 3], np.float32, name="x")
+    result = ops.tanh(ops.multiply(param, ops.constant(np.full((2, 3), 0.5, np.float32))))
+    path = tmp_path / "m.xml"
+    ov.save_model(ov.Model([result], [param], "m"), str(path), compress_to_fp16=False)
+    session = rnnloop.load(str(path), backend="interp")
+    moved = portable.portable(session)
+    assert moved.kind == "openvino" and moved.weights
+    os.remove(path)  # the copy does not need the files any more
+    feed = {"x": np.ones((2, 3), np.float32)}
+    assert same(moved.load().run(None, feed), session.run(None, feed))
+
+
+def test_a_compiled_session_runs_on_workers_from_their_kernel_cache(client):
+    session = rnnloop.load(dense_model(), backend="numba", strict=True)  # compiled here: the cache has it
+    before = loads(client)
+    x = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
+    futures = [client.submit(lambda s, block: (s.backend, s.run(None, {"x": block})[0]), session, x[k:k + 10],
+                             pure=False) for k in range(0, 40, 10)]
+    got = client.gather(futures)
+    assert all(backend == "numba" for backend, _ in got)
+    assert same(np.concatenate([y for _, y in got]), np.concatenate(
+        [session.run(None, {"x": x[k:k + 10]})[0] for k in range(0, 40, 10)]))
+    # the same model through rnnloop.dask by its bytes: still one load per worker process at most
+    y = rd.map_array(dense_model(), da.from_array(x, chunks=(8, 4)), strict=True)
+    assert same(y.compute(), y.compute(scheduler="sync"))
+    after = loads(client)
+    assert all(after[w] - before[w] <= 2 for w in after)  # (the Session, then the bytes: two models)
+
+
+# --- the four modes, against the same graph in one process -------------------------------------
+
+def test_map_array_declares_outputs_and_matches_one_process(client, gru):
+    x = np.random.default_rng(1).standard_normal((5, 23, 4)).astype(np.float32)
+    out = rd.map_array(gru, da.from_array(x, chunks=(5, 6, 4)), batch_axis=1)
+    assert out["y"].shape == (5, 1, 23, 8) and out["h"].shape == (1, 23, 8)  # before anything runs
+    assert out["y"].chunks[2] == (6, 6, 6, 5) and out["h"].dtype == np.float32
+    on_cluster = dask.compute(out["y"], out["h"])
+    assert same(on_cluster, dask.compute(out["y"], out["h"], scheduler="sync"))
+    whole = gru.run(None, {"x": x})
+    np.testing.assert_allclose(on_cluster[1], whole[1], atol=1e-6)  # (blocks batch differently: not bitwise)
+
+
+def test_map_bag_batches_by_length_and_keeps_the_order(client, gru):
+    items = sequences(50)
+    bag = rd.map_bag(gru, items, outputs="h", batch_axis=1, batch_size=4, partition_size=12)
+    got = bag.compute()
+    assert len(got) == 50 and same(got, bag.compute(scheduler="sync"))
+    for item, h in zip(items, got):  # each item's own result, in the input's order
+        np.testing.assert_allclose(h, gru.run(["h"], {"x": item[:, None]})[0][:, 0], atol=1e-6)
+    # a bag as given (its partitions), every output as a dict
+    mapped = rd.map_bag(gru, db.from_sequence(items, npartitions=3), batch_axis=1).compute()
+    np.testing.assert_allclose(np.concatenate([m["h"] for m in mapped]), np.concatenate(got), atol=1e-6)
+    assert mapped[7]["y"].shape == (len(items[7]), 1, 8)
+
+
+def test_map_frame_adds_a_column_per_output(client, gru):
+    import pandas as pd
+    dd = pytest.importorskip("dask.dataframe")
+    items = sequences(30)
+    with dask.config.set({"dataframe.convert-string": False}):
+        frame = dd.from_pandas(pd.DataFrame({"audio": items, "id": range(30)}), npartitions=4)
+    mapped = rd.map_frame(gru, frame, "audio", outputs={"h": "state"}, batch_axis=1)
+    assert list(mapped.columns) == ["audio", "id", "state"]
+    got = mapped.compute()
+    assert list(got["id"]) == list(range(30))
+    assert same(list(got["state"]), list(mapped.compute(scheduler="sync")["state"]))
+    np.testing.assert_allclose(got["state"].iloc[11], gru.run(["h"], {"x": items[11][:, None]})[0][:, 0], atol=1e-6)
+
+
+def test_stream_runs_each_recording_in_order_with_its_state_fed_back(client):
+    model, _ = models.vad_stream(chunk=128, hidden=16)
+    vad = rnnloop.load(model, backend="interp")
+    rng = np.random.default_rng(3)
+    recordings = [rng.uniform(-1, 1, n).astype(np.float32) for n in (1000, 128, 700, 3 * 128, 5)]
+    bag = rd.stream(vad, recordings, chunk=128, feeds=SR)
+    got = bag.compute()
+    assert [p.shape for p in got] == [(8, 1, 1), (1, 1, 1), (6, 1, 1), (3, 1, 1), (1, 1, 1)]
+    assert same(got, bag.compute(scheduler="sync"))
+    # by hand: chunk after chunk, the last one padded with zeros, h and c fed back
+    h = c = np.zeros((2, 1, 16), np.float32)
+    probs = []
+    for k in range(0, 700, 128):
+        piece = np.zeros(128, np.float32)
+        piece[:len(recordings[2][k:k + 128])] = recordings[2][k:k + 128]
+        prob, h, c = vad.run(None, {"x": piece[None], **SR, "h": h, "c": c})
+        probs.append(prob)
+    assert same(got[2], np.stack(probs))
+
+
+def test_stream_with_context_and_an_explicit_state_pair(client):
+    model, _ = models.vad_conv(chunk=256, hidden=16)
+    vad = rnnloop.load(model, backend="interp")
+    recording = np.random.default_rng(4).uniform(-1, 1, 256 * 3).astype(np.float32)
+    bag = rd.stream(vad, [recording], chunk=256, context=64, state={"state": "state_out"}, feeds=SR,
+                    return_state=True)
+    (probs, final), = bag.compute()
+    state, expected = np.zeros((2, 1, 16), np.float32), []
+    for k in range(3):
+        piece = np.concatenate([np.zeros(64, np.float32), recording])[256 * k:256 * k + 320]
+        prob, state = vad.run(None, {"x": piece[None], **SR, "state": state})
+        expected.append(prob)
+    assert same(probs, np.stack(expected)) and same(final["state"], state)
+
+
+# --- failures -------------------------------------------------------------------------------------
+
+def test_a_failing_item_is_named_with_the_original_error(client, gru):
+    items = sequences(30)
+    items[17] = items[17][:, :3]  # 3 features where the model takes 4
+    with pytest.raises(rnnloop.InputError, match=r"item 17: input 'x' must have size 4 on axis 2"):
+        rd.map_bag(gru, items, outputs="h", batch_axis=1, partition_size=8).compute()
+    with pytest.raises(rnnloop.InputError, match=r"item 3 of partition 2: input 'x' must have size 4"):
+        rd.map_bag(gru, db.from_sequence(items, partition_size=7), batch_axis=1).compute()
+    bad = np.zeros((20, 3), np.float64)
+    with pytest.raises(rnnloop.InputError, match=r"items 10 to 19 \(one block\): input 'x' must be float32"):
+        rd.map_array(rnnloop.load(dense_model(), backend="interp"), da.from_array(bad, chunks=(10, 3))).compute()
+
+
+def test_a_failing_chunk_of_a_recording_is_named(client):
+    model, _ = models.vad_stream(chunk=128, hidden=16)
+    vad = rnnloop.load(model, backend="interp")
+    recordings = [np.zeros(0, np.float32), np.zeros(300, np.float32), np.zeros(300, np.float64)]
+    with pytest.raises(rnnloop.InputError, match=r"recording 2, chunk 0 \(steps 0 to 128\): input 'x' must be float32"):
+        rd.stream(vad, recordings, chunk=128, feeds=SR).compute()
+
+
+def test_a_worker_killed_mid_run_loses_nothing(client, gru):
+    items = sequences(96)
+    expected = rd.map_bag(gru, items, outputs="h", batch_axis=1, partition_size=6).compute(scheduler="sync")
+
+    def slowly(item):
+        time.sleep(0.04)  # 0.25 s a partition, 4 s of work: the kill lands in the middle
+        return item
+
+    bag = rd.map_bag(gru, db.from_sequence(items, partition_size=6).map(slowly), outputs="h", batch_axis=1)
+    future = client.compute(bag)
+    pids = client.run(os.getpid)
+    victim = sorted(pids)[0]
+    deadline = time.monotonic() + 30
+    outputs = {str(key) for key in bag.__dask_keys__()}
+
+    def held() -> int:  # partitions of the result in the victim's memory
+        return len(outputs & {str(key) for key in client.has_what().get(victim, ())})
+    while not held() and time.monotonic() < deadline:
+        time.sleep(0.05)  # until that worker holds results: the kill must lose finished work too
+    assert held() and not future.done()
+    os.kill(pids[victim], signal.SIGKILL)
+    got = future.result(timeout=120)
+    assert len(got) == 96 and same(got, expected)  # every item once, in order, as computed in one process
+    client.wait_for_workers(2, timeout=60)
+    assert victim not in client.run(os.getpid)  # (that worker did die, and another took its place)
