@@ -104,7 +104,7 @@ def _culprits(ops: list[Op], failed: Op | None) -> list[Op]:
 
 def _why_not(op: Op, graph: Graph) -> str:
     """Why `op` cannot be compiled, or "" when it may be."""
-    from .codegen import conv, nn, reductions, resize, rules, shapes, signal, small_ops  # noqa: F401  (they register the rules)
+    from .codegen import conv, nn, quant, reductions, resize, rules, shapes, signal, small_ops  # noqa: F401  (they register the rules)
     from .codegen.kernel import RULES
     from .codegen.scalar import ELEMENTWISE
     if type(op) is Op and op.op_type not in RULES and op.op_type not in ELEMENTWISE:

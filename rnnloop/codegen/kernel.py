@@ -166,6 +166,8 @@ class ModuleGen:
             header += "from rnnloop.codegen import signal as _sig\n"
         if "_rz." in code:  # imported only where used: see cache.OPTIONAL_MODULES
             header += "from rnnloop.codegen import resize_rt as _rz\n"
+        if "_q." in code:  # (likewise)
+            header += "from rnnloop.codegen import quant_rt as _q\n"
         if "_cv." in code:  # (likewise; each convolution entry called made callable first, as simd's products)
             header += "from rnnloop.codegen import conv_rt as _cv\n"
             header += "".join(f"_cv.require({name!r})\n" for name in sorted(set(re.findall(r"\b_cv\.(\w+)\(", code))))

@@ -119,8 +119,7 @@ def convert_qlinearconv(n, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y
         raise UnsupportedModelError(f"{n.origin}: x's rank is unknown; QLinearConv needs it")
     attrs = {k: v for k, v in dict(auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
                                    pads=pads, strides=strides).items() if v is not None}
-    acc = bd.op1("ConvInteger", x, w, x_zero_point, _per_channel(n, w_zero_point, 3)
-                 if _size(n, w_zero_point) != 1 else w_zero_point, **attrs)
+    acc = bd.op1("ConvInteger", x, w, x_zero_point, w_zero_point, **attrs)
     if B:
         acc = bd.op1("Add", acc, _per_channel(n, B, rank))
     ws = _per_channel(n, _scalar_f32(n, w_scale), rank) if _size(n, w_scale) != 1 else _scalar_f32(n, w_scale)

@@ -127,7 +127,7 @@ def run_dequantizelinear(x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.nd
     else:
         _float_zero(x_zero_point, f"{x.dtype} input")
         dx = x.astype(np.float32)
-    y = dx * scale.astype(np.float32)
+    y = dx * (scale.astype(np.float32) if _name(scale.dtype) in ("float16", "bfloat16") else scale)
     out = np.dtype(output_dtype) if output_dtype is not None else x_scale.dtype
     return y.astype(out)
 

@@ -1,0 +1,278 @@
+"""Compiled helpers of the quantisation rules (rnnloop/codegen/quant.py); kernels import this module
+as _q. Each is checked against rnnloop/interp/quant_ops.py in tests/test_quant.py.
+
+matmul_integer computes (a - za) @ (b - zb) in int32, exactly, as the ONNX spec says. A constant b
+(weights) is packed once, at load (pack), into panels of 8 columns by pairs of rows, [panels, K/2,
+8, 2], so that with AVX2 one `vpmaddwd` multiplies 16 pairs of 16-bit values and adds each pair
+into 8 int32 lanes: a[k] b[k, n] + a[k+1] b[k+1, n] for 8 columns n. The operands are widened to
+16 bits first (sign- or zero-extended, as their type is), which keeps every product and pair sum
+exact: onnxruntime's AVX2 kernel without VNNI multiplies bytes (`vpmaddubsw`) and saturates each
+pair sum of uint8 x int8 to 16 bits, which changes results where activations and weights are both
+near the ends of their ranges (see tests/test_quant.py). The zero points come in afterwards:
+sum (a - za)(b - zb) = sum ab - za colsum(b) - zb rowsum(a) + K za zb, with colsum(b) packed too.
+Rows are done two at a time over four panels (32 columns: 8 accumulators in registers).
+
+Without AVX2, or for b that is not constant, a plain loop computes the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic, models, register_model
+
+
+def _have_avx2() -> bool:
+    from numba import config
+    from numba.core.codegen import get_host_cpu_features
+    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else get_host_cpu_features()
+    return "+avx2" in features.split(",")
+
+
+HAVE_AVX2 = _have_avx2()
+LANES = 8  # int32 lanes of a 32-byte vector: the columns of a panel
+GROUP = 4  # panels per pass
+
+
+class IntVector(types.Type):
+    """Eight int32 lanes in a register."""
+
+    def __init__(self):
+        super().__init__(name="int32x8")
+
+
+int32x8 = IntVector()
+
+
+@register_model(IntVector)
+class _IntVectorModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, ir.VectorType(ir.IntType(32), LANES))
+
+
+@intrinsic
+def _izero(typingctx, dummy):
+    """A vector of zeros."""
+    def codegen(context, builder, sig, args):
+        return ir.Constant(ir.VectorType(ir.IntType(32), LANES), None)
+    return int32x8(dummy), codegen
+
+
+@intrinsic
+def _imadd(typingctx, acc, packed, offset, pair):
+    """acc + pmaddwd(16 bytes of packed at element `offset` widened to int16, the int16 pair `pair`
+    (low half: the even row's value) in every lane): each int32 lane n gets
+    packed[2n] * pair.lo + packed[2n + 1] * pair.hi."""
+    signed = packed.dtype == types.int8
+
+    def codegen(context, builder, sig, args):
+        vacc, array, index, p = args
+        data = context.make_array(sig.args[1])(context, builder, array).data
+        address = builder.bitcast(builder.gep(data, [index]), ir.VectorType(ir.IntType(8), 16).as_pointer())
+        bytes_ = builder.load(address, align=1)
+        i16x16 = ir.VectorType(ir.IntType(16), 16)
+        wide = builder.sext(bytes_, i16x16) if signed else builder.zext(bytes_, i16x16)
+        i32x8 = ir.VectorType(ir.IntType(32), LANES)
+        one = builder.insert_element(ir.Constant(i32x8, ir.Undefined), builder.trunc(p, ir.IntType(32))
+                                     if p.type.width > 32 else p, ir.Constant(ir.IntType(32), 0))
+        splat = builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), LANES), None))
+        fn = builder.module.globals.get("llvm.x86.avx2.pmadd.wd") or ir.Function(
+            builder.module, ir.FunctionType(i32x8, [i16x16, i16x16]), "llvm.x86.avx2.pmadd.wd")
+        return builder.add(vacc, builder.call(fn, [wide, builder.bitcast(splat, i16x16)]))
+    return int32x8(acc, packed, types.intp, types.int32), codegen
+
+
+@intrinsic
+def _istore(typingctx, array, index, value):
+    """Store the 8 lanes at element `index` of an int32 array (flat, unaligned)."""
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        address = builder.bitcast(builder.gep(data, [args[1]]), ir.VectorType(ir.IntType(32), LANES).as_pointer())
+        builder.store(args[2], address, align=4)
+        return context.get_dummy_value()
+    return types.none(array, types.intp, value), codegen
+
+
+def pack(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(panels [ceil(N / 8), ceil(K / 2), 8, 2] of b's dtype, zero-padded; colsum(b) [N] int32) of
+    b [K, N] uint8 or int8: packed[p, j, c, t] = b[2 j + t, 8 p + c]."""
+    k, n = b.shape
+    panels, pairs = -(-n // LANES), -(-k // 2)
+    padded = np.zeros((2 * pairs, panels * LANES), b.dtype)
+    padded[:k, :n] = b
+    packed = padded.reshape(pairs, 2, panels, LANES).transpose(2, 0, 3, 1)
+    return np.ascontiguousarray(packed), b.astype(np.int32).sum(axis=0).astype(np.int32)
+
+
+@njit(cache=True, nogil=True)
+def _pairs(a, m, k, out):
+    """out[j] = the int16 values a[m, 2j] (low half) and a[m, 2j + 1] (high half) as one int32."""
+    for j in range(out.shape[0]):
+        lo = np.int32(a[m, 2 * j])
+        hi = np.int32(a[m, 2 * j + 1]) if 2 * j + 1 < k else np.int32(0)
+        out[j] = (lo & np.int32(0xFFFF)) | (hi << np.int32(16))
+
+
+@njit(cache=True, nogil=True)
+def _packed_rows(a, packed, raw, m0, two):
+    """raw[r, :] = a[m0 + r] @ b (r < 2, or 1 when not `two`) from b's panels, without zero points."""
+    panels, pairs = packed.shape[0], packed.shape[1]
+    k = a.shape[1]
+    p0 = np.empty(pairs, np.int32)
+    p1 = np.empty(pairs, np.int32)
+    _pairs(a, m0, k, p0)
+    flat = packed.reshape(-1)
+    if not two:
+        _packed_row(p0, flat, panels, pairs, raw)
+        return
+    _pairs(a, m0 + 1, k, p1)
+    stride = pairs * 16  # elements between one panel's pairs and the next's
+    p = 0
+    while p < panels:
+        count = min(GROUP, panels - p)
+        z = _izero(0)
+        a0, a1, a2, a3, b0, b1, b2, b3 = z, z, z, z, z, z, z, z
+        base = p * stride
+        if count == GROUP:
+            for j in range(pairs):
+                at = base + j * 16
+                x = p0[j]
+                a0 = _imadd(a0, flat, at, x)
+                a1 = _imadd(a1, flat, at + stride, x)
+                a2 = _imadd(a2, flat, at + 2 * stride, x)
+                a3 = _imadd(a3, flat, at + 3 * stride, x)
+                if two:
+                    y = p1[j]
+                    b0 = _imadd(b0, flat, at, y)
+                    b1 = _imadd(b1, flat, at + stride, y)
+                    b2 = _imadd(b2, flat, at + 2 * stride, y)
+                    b3 = _imadd(b3, flat, at + 3 * stride, y)
+            _istore(raw, p * LANES, a0)
+            _istore(raw, (p + 1) * LANES, a1)
+            _istore(raw, (p + 2) * LANES, a2)
+            _istore(raw, (p + 3) * LANES, a3)
+            if two:
+                row = raw.shape[1]
+                _istore(raw, row + p * LANES, b0)
+                _istore(raw, row + (p + 1) * LANES, b1)
+                _istore(raw, row + (p + 2) * LANES, b2)
+                _istore(raw, row + (p + 3) * LANES, b3)
+        else:
+            for q in range(count):
+                a0, b0 = z, z
+                at = base + q * stride
+                for j in range(pairs):
+                    a0 = _imadd(a0, flat, at + j * 16, p0[j])
+                    if two:
+                        b0 = _imadd(b0, flat, at + j * 16, p1[j])
+                _istore(raw, (p + q) * LANES, a0)
+                if two:
+                    _istore(raw, raw.shape[1] + (p + q) * LANES, b0)
+        p += count
+
+
+@njit(cache=True, nogil=True)
+def _packed_row(p0, flat, panels, pairs, raw):
+    """raw[0, :] = one row's pairs p0 @ b from b's panels (flat), eight panels at a time."""
+    stride = pairs * 16
+    p = 0
+    while p + 8 <= panels:
+        z = _izero(0)
+        a0, a1, a2, a3, a4, a5, a6, a7 = z, z, z, z, z, z, z, z
+        at = p * stride
+        for j in range(pairs):
+            x = p0[j]
+            a0 = _imadd(a0, flat, at, x)
+            a1 = _imadd(a1, flat, at + stride, x)
+            a2 = _imadd(a2, flat, at + 2 * stride, x)
+            a3 = _imadd(a3, flat, at + 3 * stride, x)
+            a4 = _imadd(a4, flat, at + 4 * stride, x)
+            a5 = _imadd(a5, flat, at + 5 * stride, x)
+            a6 = _imadd(a6, flat, at + 6 * stride, x)
+            a7 = _imadd(a7, flat, at + 7 * stride, x)
+            at += 16
+        _istore(raw, p * LANES, a0)
+        _istore(raw, (p + 1) * LANES, a1)
+        _istore(raw, (p + 2) * LANES, a2)
+        _istore(raw, (p + 3) * LANES, a3)
+        _istore(raw, (p + 4) * LANES, a4)
+        _istore(raw, (p + 5) * LANES, a5)
+        _istore(raw, (p + 6) * LANES, a6)
+        _istore(raw, (p + 7) * LANES, a7)
+        p += 8
+    while p < panels:
+        a0 = _izero(0)
+        at = p * stride
+        for j in range(pairs):
+            a0 = _imadd(a0, flat, at + j * 16, p0[j])
+        _istore(raw, p * LANES, a0)
+        p += 1
+
+
+@njit(cache=True, nogil=True)
+def matmul_integer(a, b, za, zb, out, packed, colsum):
+    """out[m, n] = sum_k (a[m, k] - za) * (b[k, n] - zb[n or 0]) in int32; a [M, K] and b [K, N] of
+    uint8 or int8, out [M, N] int32, all C-contiguous; packed and colsum from pack(b), or empty.
+    Returns 1 when the sizes do not agree (nothing written), else 0."""
+    m_rows, k = a.shape
+    n = b.shape[1]
+    if b.shape[0] != k or out.shape[0] != m_rows or out.shape[1] != n or (zb.shape[0] != 1 and zb.shape[0] != n):
+        return 1
+    per_column = zb.shape[0] != 1
+    if HAVE_AVX2 and n > 0 and packed.shape[0] == (n + LANES - 1) // LANES and packed.shape[1] == (k + 1) // 2 \
+            and colsum.shape[0] == n:
+        raw = np.empty((2, packed.shape[0] * LANES), np.int32)
+        m = 0
+        while m < m_rows:
+            two = m + 1 < m_rows
+            _packed_rows(a, packed, raw, m, two)
+            for r in range(2 if two else 1):
+                rowsum = np.int32(0)
+                for kk in range(k):
+                    rowsum += np.int32(a[m + r, kk])
+                for j in range(n):
+                    zbj = zb[j] if per_column else zb[0]
+                    out[m + r, j] = raw[r, j] - za * colsum[j] - zbj * rowsum + np.int32(k) * za * zbj
+            m += 2 if two else 1
+        return 0
+    for i in range(m_rows):
+        for j in range(n):
+            out[i, j] = 0
+        for kk in range(k):
+            x = np.int32(a[i, kk]) - za
+            if per_column:
+                for j in range(n):
+                    out[i, j] += x * (np.int32(b[kk, j]) - zb[j])
+            else:
+                z = zb[0]
+                for j in range(n):
+                    out[i, j] += x * (np.int32(b[kk, j]) - z)
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def dynamic_quantize(x, y):
+    """y = x as uint8 by the scale and zero point of its range widened to hold 0 (onnxruntime's);
+    returns (scale, zero point, 0), or status 1 when x holds NaN or infinity. x and y 1-D."""
+    lo = np.float32(0.0)
+    hi = np.float32(0.0)
+    bad = False
+    for i in range(x.shape[0]):
+        v = x[i]
+        if v < lo:
+            lo = v
+        if v > hi:
+            hi = v
+        if not (v - v == 0):
+            bad = True
+    if bad:
+        return np.float32(1.0), np.uint8(0), 1
+    scale = np.float32(1.0) if lo == hi else np.float32((hi - lo) / np.float32(255.0))
+    zero = np.float32(0.0) - lo / scale
+    zero = min(max(zero, np.float32(0.0)), np.float32(255.0))
+    zp = np.float32(np.rint(zero))
+    for i in range(x.shape[0]):
+        q = np.rint(x[i] / scale) + zp
+        y[i] = np.uint8(min(max(q, np.float32(0.0)), np.float32(255.0)))
+    return scale, np.uint8(zp), 0
