@@ -31,6 +31,7 @@ Requires the `dask` extra: pip install "rnnloop[dask]".
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -46,9 +47,12 @@ from .errors import InputError, RnnloopError
 from .portable import Portable, share, shared
 from .session import Session, load
 
-__all__ = ["map_array", "map_bag", "map_frame", "stream", "run_items", "run_stream", "PARTITION_SIZE"]
+__all__ = ["map_array", "map_bag", "map_frame", "stream", "preload", "run_items", "run_stream", "PARTITION_SIZE",
+           "BATCH_SIZE"]
 
-PARTITION_SIZE = 256  # items per partition when map_bag is given a plain sequence
+# Items per partition when map_bag is given a plain sequence: tasks of a tenth of a second or more
+# for small models, so that Dask's few milliseconds a task stay a few percent.
+PARTITION_SIZE = 1024
 BATCH_SIZE = 32  # items per model call in map_bag and map_frame
 
 
@@ -66,9 +70,27 @@ def _model(model: Any, options: dict[str, Any]) -> tuple[Portable, Session]:
     if unknown:
         raise RnnloopError(f"unknown load option(s) {unknown}; rnnloop.load takes backend, strict, "
                            "max_iterations and base_dir")
+    from .plan import BACKENDS
+    if options.get("backend", "numba") not in BACKENDS:  # (here, not in every worker)
+        raise RnnloopError(f"backend must be one of {BACKENDS}, got {options['backend']!r}")
     local = load(model, backend="interp", base_dir=options.get("base_dir"))  # (types only: nothing compiles)
-    wanted = {k: v for k, v in options.items() if k != "base_dir"}
-    return share(local).with_options(backend="numba", **wanted), local
+    wanted = {"backend": "numba", **{k: v for k, v in options.items() if k != "base_dir"}}
+    return share(local).with_options(**wanted), local
+
+
+def preload(model: Any, client: Any = None, **load_options: Any) -> dict[str, str]:
+    """Load the model on every worker of `client` (default: the current one) now, rather than
+    in each worker's first task: before timing a job, or to see a compile failure at once.
+    Returns each worker's backend."""
+    if client is None:
+        from distributed import get_client
+        client = get_client()
+    portable, _ = _model(model, load_options)
+    return client.run(_preload, portable)
+
+
+def _preload(model: Portable) -> str:
+    return shared(model).backend
 
 
 def _ref(model: Portable):
@@ -257,22 +279,31 @@ def _pick(results: dict[str, np.ndarray], name: str) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # dask.bag: variable-length items, batched by shape, order kept
 
-def _as_bag(items: Any, partition_size: int | None) -> tuple[Any, list[int] | None]:
+def _as_bag(items: Any, partition_size: int | None, default: int) -> tuple[Any, list[int] | None]:
     """A bag of the items, and each partition's first item's index when it is known."""
     if isinstance(items, db.Bag):
         if partition_size is not None:
             raise RnnloopError("partition_size applies to a sequence; repartition the bag instead")
         return items, None
     items = list(items)
-    size = partition_size or PARTITION_SIZE
+    size = partition_size or default
     bag = db.from_sequence(items, partition_size=size)
     return bag, [k * size for k in range(bag.npartitions)]
 
 
-def _partitions(bag: Any, offsets: list[int] | None) -> Any:
-    """A bag with one item per partition of `bag`: (partition number, first item's index or None)."""
-    n = bag.npartitions
-    return db.from_sequence([(p, None if offsets is None else offsets[p]) for p in range(n)], npartitions=n)
+def _per_partition(function: Callable, bag: Any, offsets: list[int] | None, model: Portable,
+                   options: dict[str, Any]) -> Any:
+    """A bag of function(items, model, options, where=(partition, first item's index or None)) over
+    the partitions of `bag`: one task a partition, which Dask fuses with the one making its items."""
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+    ref = _ref(model)
+    name = f"rnnloop-{function.__name__.strip('_')}-" + tokenize(bag, model, options, offsets)
+    # (a partial is opaque to Dask's graph traversal: the options are never taken for keys or tasks)
+    layer = {(name, p): (partial(function, where=(p, None if offsets is None else offsets[p]), options=options),
+                         (bag.name, p), ref.key) for p in range(bag.npartitions)}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[bag, ref])
+    return db.Bag(graph, name, bag.npartitions)
 
 
 def map_bag(model: Any, items: Any, *, outputs: str | Sequence[str] | None = None, feeds: dict[str, Any] | None = None,
@@ -289,15 +320,14 @@ def map_bag(model: Any, items: Any, *, outputs: str | Sequence[str] | None = Non
     axes = {n: (batch_axis[n] if isinstance(batch_axis, dict) else batch_axis) for n in names}
     picked, single = _outputs(session, outputs)
     out_axes = _batch_axes(session, axes, output_axes, picked)
-    bag, offsets = _as_bag(items, partition_size)
+    bag, offsets = _as_bag(items, partition_size, PARTITION_SIZE)
     options = dict(outputs=picked, single=single, feeds=feeds, input=input, batch_axes=axes,
                    output_axes=out_axes, batch_size=batch_size)
-    return bag.map_partitions(_run_partition, _partitions(bag, offsets), _ref(portable), options)
+    return _per_partition(_run_partition, bag, offsets, portable, options)
 
 
-def _run_partition(items: Any, where: Any, model: Portable, options: dict[str, Any]) -> list[Any]:
-    (partition, offset), = where
-    return run_items(shared(model), list(items), where=_partition_where(partition, offset), **options)
+def _run_partition(items: Any, model: Portable, *, where: tuple, options: dict[str, Any]) -> list[Any]:
+    return run_items(shared(model), list(items), where=_partition_where(*where), **options)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,7 +459,7 @@ def run_stream(session: Session, recording: np.ndarray, *, chunk: int, input: st
 def stream(model: Any, recordings: Any, *, chunk: int, input: str | None = None, state: dict[str, str] | None = None,
            initial_state: dict[str, Any] | None = None, feeds: dict[str, Any] | None = None,
            outputs: str | Sequence[str] | None = None, context: int = 0, last: str = "pad",
-           axis: int | None = None, return_state: bool = False, partition_size: int = 1,
+           axis: int | None = None, return_state: bool = False, partition_size: int | None = None,
            **load_options: Any) -> Any:
     """A streaming model (state carried from call to call) over recordings: a dask.bag of arrays,
     or a sequence (one recording per partition by default). Each recording runs in order within
@@ -450,13 +480,12 @@ def stream(model: Any, recordings: Any, *, chunk: int, input: str | None = None,
     options = dict(chunk=chunk, input=input, state=pairs, initial_state=_initial_state(session, pairs, initial_state),
                    outputs=picked, single=single, feeds=feeds, context=context, last=last, axis=axis,
                    return_state=return_state)
-    bag, offsets = _as_bag(recordings, partition_size)
-    return bag.map_partitions(_stream_partition, _partitions(bag, offsets), _ref(portable), options)
+    bag, offsets = _as_bag(recordings, partition_size, 1)
+    return _per_partition(_stream_partition, bag, offsets, portable, options)
 
 
-def _stream_partition(recordings: Any, where: Any, model: Portable, options: dict[str, Any]) -> list[Any]:
-    (partition, offset), = where
-    name = _partition_where(partition, offset)
+def _stream_partition(recordings: Any, model: Portable, *, where: tuple, options: dict[str, Any]) -> list[Any]:
+    name = _partition_where(*where)
     session = shared(model)
     return [run_stream(session, r, where=name(k).replace("item", "recording"), **options)
             for k, r in enumerate(recordings)]

@@ -237,9 +237,15 @@ def test_a_failing_item_is_named_with_the_original_error(client, gru):
         rd.map_bag(gru, items, outputs="h", batch_axis=1, partition_size=8).compute()
     with pytest.raises(rnnloop.InputError, match=r"item 3 of partition 2: input 'x' must have size 4"):
         rd.map_bag(gru, db.from_sequence(items, partition_size=7), batch_axis=1).compute()
-    bad = np.zeros((20, 3), np.float64)
-    with pytest.raises(rnnloop.InputError, match=r"items 10 to 19 \(one block\): input 'x' must be float32"):
-        rd.map_array(rnnloop.load(dense_model(), backend="interp"), da.from_array(bad, chunks=(10, 3))).compute()
+    lookup = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+    lookup (int64[N] i) => (float[N, 2] y) {
+        table = Constant <value = float[3, 2] {1, 2, 3, 4, 5, 6}> ()
+        y = Gather(table, i)
+    }""")
+    indices = np.zeros(30, np.int64)
+    indices[14] = 7  # out of the table's 3 rows: the block of items 10 to 19 fails
+    with pytest.raises(rnnloop.RunError, match=r"items 10 to 19 \(one block\): .*Gather"):
+        rd.map_array(lookup, da.from_array(indices, chunks=10), backend="interp").compute()
 
 
 def test_a_failing_chunk_of_a_recording_is_named(client):
@@ -275,3 +281,39 @@ def test_a_worker_killed_mid_run_loses_nothing(client, gru):
     assert len(got) == 96 and same(got, expected)  # every item once, in order, as computed in one process
     client.wait_for_workers(2, timeout=60)
     assert victim not in client.run(os.getpid)  # (that worker did die, and another took its place)
+
+
+@pytest.mark.slow  # (two workers compile vad_conv's kernel when the cache is cold: a minute)
+def test_the_readmes_dask_example_runs(client, tmp_path, monkeypatch, capsys):
+    import re
+    from pathlib import Path
+
+    from scipy.io import wavfile
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text[text.index("## Past one machine: Dask\n"):]
+    section = section[:section.index("\n## ")]
+    block = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[0]
+    local = "Client(LocalCluster(n_workers=2, threads_per_worker=1))"
+    assert local in block
+    (tmp_path / "recordings").mkdir()
+    rng = np.random.default_rng(5)
+    for k, seconds in enumerate((1.0, 0.3, 2.2)):
+        samples = (rng.uniform(-0.5, 0.5, int(16000 * seconds)) * 32768).astype(np.int16)
+        wavfile.write(str(tmp_path / "recordings" / f"r{k}.wav"), 16000, samples)
+    np.save(tmp_path / "recordings" / "r3.npy", rng.uniform(-0.5, 0.5, 700).astype(np.float32))
+    onnx.save(models.vad_conv()[0], str(tmp_path / "vad.onnx"))
+    monkeypatch.chdir(tmp_path)
+    before = client.run(os.getcwd)
+    client.run(os.chdir, str(tmp_path))  # (the workers read the same relative paths)
+    namespace = {"__name__": "__main__"}
+    try:
+        exec(compile(block.replace(local, f"Client({client.scheduler.address!r})"), "README.md", "exec"),
+             namespace)  # noqa: S102  (our own README)
+    finally:
+        if "client" in namespace:
+            namespace["client"].close()
+        for worker, cwd in before.items():
+            client.run(os.chdir, cwd, workers=[worker])
+    printed = capsys.readouterr().out
+    assert re.findall(r"recordings/(r\d)\.\w+: speech in \d+% of (\d+) chunks", printed) == [
+        ("r0", "32"), ("r1", "10"), ("r2", "69"), ("r3", "2")]

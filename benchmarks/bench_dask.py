@@ -1,0 +1,140 @@
+"""rnnloop.dask: throughput of 1 against 2 worker processes, and the overhead of a task.
+
+    python benchmarks/bench_dask.py [--seconds 25] [--hidden 64] [--quick]
+
+The job: a GRU encoder (32 features -> `hidden`, compiled, numba backend) over variable-length
+sequences (40, 50, 60 or 70 steps) through rnnloop.dask.map_bag at its defaults (PARTITION_SIZE
+items a partition, BATCH_SIZE items a model call), every output (y, [T, 1, hidden] an item)
+gathered back. The items are sized so that the same work in this process, partition after
+partition, takes --seconds (at least 20 by default: the issue's job). Then:
+
+- local: that work in this process, one partition after another (run_items, as a task does);
+- 1 worker, 2 workers: a LocalCluster of that many worker processes of one thread, wall time of
+  bag.compute() after a warm-up job (every worker has loaded the model);
+- throughput ratio: 1 worker's time / 2 workers' time (target: >= 1.7 on 2 cores);
+- overhead per task: (1 worker's time - local time) / tasks: Dask's scheduling, the Session lookup,
+  pickling the outputs (gathered here) and the task's inputs, as a share of a task's time
+  (target: <= 5 %), and how much of it lies outside the tasks (the task stream's compute time).
+
+Every process runs one thread (BLAS, Numba); the machine should have two idle cores. The workers
+start without Dask's MALLOC_TRIM_THRESHOLD_ (see the README's Dask section; --malloc-trim keeps it). --quick runs a
+job of a few seconds to check the script, not to measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")  # (before NumPy loads; workers inherit it)
+
+import numpy as np
+
+LENGTHS = (40, 50, 60, 70)
+FEATURES = 32
+
+
+def gru_model(hidden: int, seed: int = 0):
+    """A GRU over x[T, N, FEATURES] (batch on axis 1) with outputs y[T, 1, N, hidden], h[1, N, hidden]."""
+    import onnx
+    from onnx import numpy_helper
+    rng = np.random.default_rng(seed)
+    model = onnx.parser.parse_model(f"""<ir_version: 8, opset_import: ["" : 17]>
+    encoder (float[T, N, {FEATURES}] x) => (float[T, 1, N, {hidden}] y, float[1, N, {hidden}] h) {{
+        y, h = GRU <hidden_size = {hidden}> (x, W, R, B)
+    }}""")
+    scale = 1 / np.sqrt(hidden)
+    for name, shape in (("W", (1, 3 * hidden, FEATURES)), ("R", (1, 3 * hidden, hidden)), ("B", (1, 6 * hidden))):
+        model.graph.initializer.append(numpy_helper.from_array(
+            rng.uniform(-scale, scale, shape).astype(np.float32), name))
+    return model.SerializeToString()
+
+
+def read(partition: int, size: int) -> list[np.ndarray]:
+    """The items of one partition, as a task would read them from storage: made from a seed where
+    they are used, so that the job measures the model and Dask, not shipping the data from here."""
+    rng = np.random.default_rng(partition)
+    return [rng.standard_normal((LENGTHS[k % len(LENGTHS)], FEATURES)).astype(np.float32) for k in range(size)]
+
+
+def run_local(session, partitions: int, size: int, options: dict) -> float:
+    """Seconds for the job in this process, partition by partition as the tasks run it."""
+    from rnnloop.dask import run_items
+    start = time.perf_counter()
+    for p in range(partitions):
+        run_items(session, read(p, size), **options)
+    return time.perf_counter() - start
+
+
+def run_cluster(model: bytes, partitions: int, size: int, workers: int, outputs: str) -> tuple[float, float]:
+    """Wall seconds of the job on a LocalCluster of `workers` processes once every worker has
+    loaded the model, and the seconds its tasks computed (Dask's task stream, all workers)."""
+    import dask.bag as db
+    import distributed
+    import rnnloop.dask as rd
+
+    def bag(count: int):
+        return db.from_sequence(range(count), npartitions=count).map_partitions(lambda ps: read(ps[0], size))
+    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+            distributed.Client(cluster) as client:
+        assert rd.preload(model, client) and len(client.scheduler_info()["workers"]) == workers
+        job = rd.map_bag(model, bag(partitions), batch_axis=1, outputs=outputs)
+        with distributed.get_task_stream(client) as stream:
+            start = time.perf_counter()
+            results = job.compute()
+            seconds = time.perf_counter() - start
+    assert len(results) == partitions * size
+    computing = sum(s["stop"] - s["start"] for task in stream.data for s in task["startstops"]
+                    if s["action"] == "compute")
+    return seconds, computing
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=25.0, help="the job's time in one process (default 25)")
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--outputs", choices=("h", "y"), default="h",
+                        help="gather h (the last state, [1, hidden] an item: default) or y (every step's)")
+    parser.add_argument("--partition-size", type=int, default=None,
+                        help="items a partition (default: rnnloop.dask.PARTITION_SIZE)")
+    parser.add_argument("--malloc-trim", action="store_true",
+                        help="keep Dask's MALLOC_TRIM_THRESHOLD_=65536 for the workers (by default this script "
+                             "unsets it, as the README advises: it costs rnnloop's kernels 15-25 %% more CPU)")
+    parser.add_argument("--quick", action="store_true", help="a job of about 2 s: checks the script, measures nothing")
+    args = parser.parse_args()
+    import dask
+    import rnnloop
+    from rnnloop.dask import BATCH_SIZE, PARTITION_SIZE
+
+    if not args.malloc_trim:  # (glibc stops adapting its mmap threshold: large arrays mmap'ed afresh each call)
+        dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None})
+
+    model = gru_model(args.hidden)
+    session = rnnloop.load(model, backend="numba", strict=True)  # compiles into the kernel cache, once
+    options = dict(outputs=[args.outputs], single=True, input="x", batch_axes={"x": 1},
+                   output_axes={args.outputs: 2 if args.outputs == "y" else 1}, batch_size=BATCH_SIZE)
+    size = args.partition_size or PARTITION_SIZE
+    run_local(session, 1, size, options)  # (first calls: warm)
+    per_task = run_local(session, 2, size, options) / 2
+    seconds = 2.0 if args.quick else args.seconds
+    tasks = max(2, round(seconds / per_task))
+    print(f"job: {tasks * size} sequences of {LENGTHS} steps, GRU {FEATURES} -> {args.hidden}, output "
+          f"{args.outputs}; {tasks} tasks of {size} items ({BATCH_SIZE} a model call)")
+    local = run_local(session, tasks, size, options)
+    print(f"local (one process, no Dask):   {local:8.2f} s")
+    one, computing = run_cluster(model, tasks, size, 1, args.outputs)
+    print(f"1 worker process:               {one:8.2f} s  (tasks computing {computing:.2f} s)")
+    two, _ = run_cluster(model, tasks, size, 2, args.outputs)
+    print(f"2 worker processes:             {two:8.2f} s")
+    print(f"throughput, 2 workers / 1:      {one / two:8.2f}x  (target >= 1.7)")
+    overhead = one - local
+    print(f"overhead per task (1 worker):   {1000 * overhead / tasks:8.1f} ms of {1000 * one / tasks:.1f} ms a task = "
+          f"{100 * overhead / one:.1f} %  (target <= 5 %); of it outside the tasks (scheduling, gathering "
+          f"the outputs): {1000 * (one - computing) / tasks:.1f} ms")
+
+if __name__ == "__main__":
+    main()
