@@ -156,7 +156,10 @@ def _batch_axes(session: Session, inputs: dict[str, int], output_axes: dict[str,
 
 def _fail(error: RnnloopError, where: str) -> RnnloopError:
     """An error of the same class naming the item: the exception crosses processes as its message."""
-    made = type(error)(f"{where}: {error}")
+    try:
+        made = type(error)(f"{where}: {error}")
+    except Exception:  # (a subclass that takes other arguments)
+        made = RnnloopError(f"{where}: {type(error).__name__}: {error}")
     made.__cause__ = error
     return made
 
@@ -187,15 +190,15 @@ def run_items(session: Session, items: Sequence[Any], *, outputs: list[str], sin
             try:
                 got = _call(session, outputs, feeds, batch)
             except RnnloopError as e:
-                _locate(session, outputs, feeds, arrays, part, batch_axes, where, e)
-                raise _fail(e, f"items {where(part[0])} to {where(part[-1])}, run together") from e
+                _locate(session, outputs, feeds, arrays, part, batch_axes, where)
+                raise _fail(e, f"a batch of {len(part)} from {where(part[0])} (each alone runs)") from e
             for j, k in enumerate(part):
                 picked = {name: np.take(got[name], j, axis=output_axes[name]) for name in outputs}
                 results[k] = picked[outputs[0]] if single else picked
     return results
 
 
-def _locate(session, outputs, feeds, arrays, part, batch_axes, where, error) -> None:
+def _locate(session, outputs, feeds, arrays, part, batch_axes, where) -> None:
     """A batch failed: run its items one by one and raise for the first that fails alone."""
     for k in part:
         one = {name: np.expand_dims(np.asarray(value), batch_axes[name]) for name, value in arrays[k].items()}
@@ -246,7 +249,7 @@ def map_array(model: Any, x: Any, *, outputs: str | Sequence[str] | None = None,
             if isinstance(d, str) and k != axes[name]:
                 sizes.setdefault(d, a.shape[k])
     rows = da.arange(sum(batch_chunks), chunks=(batch_chunks,))
-    runs = da.blockwise(_run_block, ("b",), rows, ("b",), *args, _ref(portable), None, list(arrays), None,
+    runs = da.blockwise(_run_block, ("b",), rows, ("b",), *args, _ref(portable), None, axes, None,
                         feeds, None, picked, None, dtype=object, meta=np.empty((0,), object), concatenate=True)
     results = {}
     for name in picked:
@@ -264,12 +267,19 @@ def map_array(model: Any, x: Any, *, outputs: str | Sequence[str] | None = None,
 
 
 def _run_block(rows: np.ndarray, *args: Any) -> dict[str, np.ndarray]:
-    *blocks, model, names, feeds, outputs = args
+    *blocks, model, axes, feeds, outputs = args
     session = shared(model)
+    batch = dict(zip(axes, blocks))
     try:
-        return _call(session, outputs, feeds, dict(zip(names, blocks)))
+        return _call(session, outputs, feeds, batch)
     except RnnloopError as e:
-        raise _fail(e, f"items {rows[0]} to {rows[-1]} (one block)") from e
+        for j, row in enumerate(rows):  # the first item that fails alone, if one does
+            one = {name: np.take(block, [j], axis=axes[name]) for name, block in batch.items()}
+            try:
+                _call(session, outputs, feeds, one)
+            except RnnloopError as alone:
+                raise _fail(alone, f"item {row}") from alone
+        raise _fail(e, f"items {rows[0]} to {rows[-1]} (one block; each alone runs)") from e
 
 
 def _pick(results: dict[str, np.ndarray], name: str) -> np.ndarray:
@@ -294,7 +304,7 @@ def _as_bag(items: Any, partition_size: int | None, default: int) -> tuple[Any, 
 def _per_partition(function: Callable, bag: Any, offsets: list[int] | None, model: Portable,
                    options: dict[str, Any]) -> Any:
     """A bag of function(items, model, options, where=(partition, first item's index or None)) over
-    the partitions of `bag`: one task a partition, which Dask fuses with the one making its items."""
+    the partitions of `bag`, one task a partition."""
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
     ref = _ref(model)

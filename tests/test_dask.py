@@ -228,6 +228,21 @@ def test_stream_with_context_and_an_explicit_state_pair(client):
     assert same(probs, np.stack(expected)) and same(final["state"], state)
 
 
+def test_stream_of_feature_frames_keeps_the_short_last_chunk_and_concatenates(client):
+    model, _ = models.fsmn_stream(frames=4, features=6, dim=5, order=3, layers=2, classes=3)
+    fsmn = rnnloop.load(model, backend="interp")
+    recordings = [np.random.default_rng(k).standard_normal((n, 6)).astype(np.float32) for k, n in enumerate((10, 3, 8))]
+    got = rd.stream(fsmn, recordings, chunk=4, last="keep", axis=1, outputs="probs").compute()
+    assert [p.shape for p in got] == [(1, 10, 3), (1, 3, 3), (1, 8, 3)]
+    caches = {f"cache{j}": np.zeros((1, 5, 2), np.float32) for j in range(2)}
+    expected = []
+    for k in range(0, 10, 4):  # chunks of 4, 4 and 2 frames, the caches fed back
+        probs, *outs = fsmn.run(None, {"x": recordings[0][None, k:k + 4], **caches})
+        caches = dict(zip(caches, outs))
+        expected.append(probs)
+    assert same(got[0], np.concatenate(expected, axis=1))
+
+
 # --- failures -------------------------------------------------------------------------------------
 
 def test_a_failing_item_is_named_with_the_original_error(client, gru):
@@ -243,8 +258,8 @@ def test_a_failing_item_is_named_with_the_original_error(client, gru):
         y = Gather(table, i)
     }""")
     indices = np.zeros(30, np.int64)
-    indices[14] = 7  # out of the table's 3 rows: the block of items 10 to 19 fails
-    with pytest.raises(rnnloop.RunError, match=r"items 10 to 19 \(one block\): .*Gather"):
+    indices[14] = 7  # out of the table's 3 rows: the block of items 10 to 19 fails, item 14 alone too
+    with pytest.raises(rnnloop.RunError, match=r"item 14: .*Gather"):
         rd.map_array(lookup, da.from_array(indices, chunks=10), backend="interp").compute()
 
 
