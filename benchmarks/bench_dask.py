@@ -16,6 +16,9 @@ partition, takes --seconds (at least 20 by default: the issue's job). Then:
   pickling the outputs (gathered here) and the task's inputs, as a share of a task's time
   (target: <= 5 %), and how much of it lies outside the tasks (the task stream's compute time).
 
+Gathering every item's output here costs Dask about 60 µs an array (serialized one by one); with
+--persist the outputs stay on the workers, as in a job that writes them out from there.
+
 Every process runs one thread (BLAS, Numba); the machine should have two idle cores. The workers
 start without Dask's MALLOC_TRIM_THRESHOLD_ (see the README's Dask section; --malloc-trim keeps it). --quick runs a
 job of a few seconds to check the script, not to measure.
@@ -69,7 +72,8 @@ def run_local(session, partitions: int, size: int, options: dict) -> float:
     return time.perf_counter() - start
 
 
-def run_cluster(model: bytes, partitions: int, size: int, workers: int, outputs: str) -> tuple[float, float]:
+def run_cluster(model: bytes, partitions: int, size: int, workers: int, outputs: str,
+                persist: bool) -> tuple[float, float]:
     """Wall seconds of the job on a LocalCluster of `workers` processes once every worker has
     loaded the model, and the seconds its tasks computed (Dask's task stream, all workers)."""
     import dask.bag as db
@@ -85,9 +89,14 @@ def run_cluster(model: bytes, partitions: int, size: int, workers: int, outputs:
         job = rd.map_bag(model, bag(partitions), batch_axis=1, outputs=outputs)
         with distributed.get_task_stream(client) as stream:
             start = time.perf_counter()
-            results = job.compute()
+            if persist:  # the outputs stay on the workers (a job that writes them out from there)
+                job = job.persist()
+                distributed.wait(job)
+                results = job.map_partitions(lambda items: [len(items)]).compute()
+            else:
+                results = job.compute()
             seconds = time.perf_counter() - start
-    assert len(results) == partitions * size
+    assert (sum(results) if persist else len(results)) == partitions * size
     computing = sum(s["stop"] - s["start"] for task in stream.data for s in task["startstops"]
                     if s["action"] == "compute")
     return seconds, computing
@@ -101,6 +110,8 @@ def main() -> None:
                         help="gather h (the last state, [1, hidden] an item: default) or y (every step's)")
     parser.add_argument("--partition-size", type=int, default=None,
                         help="items a partition (default: rnnloop.dask.PARTITION_SIZE)")
+    parser.add_argument("--persist", action="store_true",
+                        help="keep the outputs on the workers instead of gathering them here")
     parser.add_argument("--malloc-trim", action="store_true",
                         help="keep Dask's MALLOC_TRIM_THRESHOLD_=65536 for the workers (by default this script "
                              "unsets it, as the README advises: it costs rnnloop's kernels 15-25 %% more CPU)")
@@ -126,9 +137,9 @@ def main() -> None:
           f"{args.outputs}; {tasks} tasks of {size} items ({BATCH_SIZE} a model call)")
     local = run_local(session, tasks, size, options)
     print(f"local (one process, no Dask):   {local:8.2f} s")
-    one, computing = run_cluster(model, tasks, size, 1, args.outputs)
+    one, computing = run_cluster(model, tasks, size, 1, args.outputs, args.persist)
     print(f"1 worker process:               {one:8.2f} s  (tasks computing {computing:.2f} s)")
-    two, _ = run_cluster(model, tasks, size, 2, args.outputs)
+    two, _ = run_cluster(model, tasks, size, 2, args.outputs, args.persist)
     print(f"2 worker processes:             {two:8.2f} s")
     print(f"throughput, 2 workers / 1:      {one / two:8.2f}x  (target >= 1.7)")
     overhead = one - local
