@@ -303,7 +303,7 @@ def _as_bag(items: Any, partition_size: int | None, default: int) -> tuple[Any, 
 
 def _per_partition(function: Callable, bag: Any, offsets: list[int] | None, model: Portable,
                    options: dict[str, Any]) -> Any:
-    """A bag of function(items, model, options, where=(partition, first item's index or None)) over
+    """A bag of function(items, model, where=(partition, first item's index or None), options=) over
     the partitions of `bag`, one task a partition."""
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph

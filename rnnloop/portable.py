@@ -35,7 +35,8 @@ loads = 0  # how many Sessions this process loaded from Portables (the tests rea
 
 
 class Source:
-    """What `rnnloop.load` was given, kept so that the Session can travel."""
+    """What `rnnloop.load` was given, kept so that the Session can travel (a file travels as it is
+    when the Session is first pickled)."""
 
     def __init__(self, model: Any, base_dir: str | None):
         if isinstance(model, (str, os.PathLike)):

@@ -263,6 +263,25 @@ def test_stream_of_feature_frames_keeps_the_short_last_chunk_and_concatenates(cl
     assert same(got[0], np.concatenate(expected, axis=1))
 
 
+def test_models_of_several_inputs_take_dicts_of_arrays():
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+    mix (float[N, T] a, float[T, N] b, float scale) => (float[N, T] y) {
+        bt = Transpose(b)
+        s = Add(a, bt)
+        y = Mul(s, scale)
+    }""")
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((10, 3)).astype(np.float32), rng.standard_normal((3, 10)).astype(np.float32)
+    scale = {"scale": np.array(2, np.float32)}
+    y = rd.map_array(model, {"a": da.from_array(a, chunks=4), "b": da.from_array(b, chunks=(3, 4))},
+                     batch_axis={"a": 0, "b": 1}, feeds=scale, backend="interp")
+    assert y.chunks == ((4, 4, 2), (3,))
+    assert same(y.compute(scheduler="sync"), (a + b.T) * np.float32(2))
+    items = [{"a": a[k], "b": b[:, k]} for k in range(10)]
+    got = rd.map_bag(model, items, batch_axis={"a": 0, "b": 1}, feeds=scale, backend="interp").compute(scheduler="sync")
+    assert same(np.stack(got), (a + b.T) * np.float32(2))
+
+
 # --- failures -------------------------------------------------------------------------------------
 
 def test_a_failing_item_is_named_with_the_original_error(client, gru):
