@@ -47,6 +47,7 @@ def test_the_scan_step_computes_what_the_loop_model_computes():
 
 
 # Each fused form costs a kernel compile on a cold cache: both cells and both forms, in two models.
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["lstm_loop", "gru_scan"])
 def test_fused_cells_compute_what_onnxruntimes_native_op_computes(name):
     model, feeds = MODELS[name](**SIZES)

@@ -61,6 +61,7 @@ def _check_every_layout(name, dtype):
                 np.testing.assert_allclose(out, want, atol=1e-5, err_msg=f"{m}x{k}x{n} {av.strides} {bv.strides} {out.strides}")
 
 
+@pytest.mark.slow
 def test_scipy_blas_can_be_forced_and_serves_every_layout():
     # (in a process of its own: only the provider in use may be called, see rnnloop.codegen.blas)
     code = ("import numpy as np, test_codegen_blas as t; from rnnloop.codegen import blas\n"
@@ -83,7 +84,7 @@ def _window(x):
     return big[1::2, 2::3]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 def test_packed_products(dtype):
     matmul = _strided(getattr(simd, simd.MATMUL_PACKED), dtype, panels=True)
     rng = np.random.default_rng(1)

@@ -91,7 +91,7 @@ def test_a_gather_by_a_carried_index_reads_hoisted_rows_out_of_order(backend):
 
 
 @pytest.mark.parametrize("product, batch", thin([(p, b) for b in (1, 7) for p in (
-    "MatMul(h, R)", "Gemm <transB = 1> (h, RT, b)", "Gemm <alpha = 0.5> (h, R, b)")], 2))
+    "MatMul(h, R)", "Gemm <transB = 1> (h, RT, b)", "Gemm <alpha = 0.5> (h, R, b)")], 6))
 def test_products_by_constant_weights_use_panels_packed_at_load(product, batch, backend):
     """Weights in the model are packed once, at load, and passed in; Gemm's transB reads them transposed."""
     R = RNG.standard_normal((3, 3)).astype(np.float32) * 0.5

@@ -199,9 +199,12 @@ def feeds_of(dtype: str, group: str) -> list[str]:
     return kinds
 
 
-@pytest.mark.parametrize("dtype, group, feeds", thin([
+# (each group is one kernel of many reductions, most of a minute to compile cold: the default run
+# compiles the reductions of the test below)
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype, group, feeds", [
     pytest.param(dtype, group, feeds, id=f"{dtype}-{group}-{feeds}")
-    for dtype, group in CASES for feeds in feeds_of(dtype, group)], 30))
+    for dtype, group in CASES for feeds in feeds_of(dtype, group)])
 def test_fused_reductions_match_the_interpreter(dtype, group, feeds):
     model = parse(loop_model(dtype, GROUPS[group]), opset=18)
     with np.errstate(all="ignore"):

@@ -199,7 +199,7 @@ def _pieces() -> list[tuple]:
     return params
 
 
-@pytest.mark.parametrize("grid, piece, pieces, const_w", thin(_pieces(), 10))
+@pytest.mark.parametrize("grid, piece, pieces, const_w", thin(_pieces(), 1000))
 def test_a_compiled_grid_matches_the_interpreter(grid, piece, pieces, const_w):
     model, feeds = conv_model(GRIDS[grid][piece::pieces], const_w=const_w)
     session = load_compiled(model)
@@ -222,7 +222,10 @@ PATHS = [conv([1, 16, 9, 7], [16, 16, 3, 3], bias=True, pads=[1, 1, 1, 1]),
          conv([1, 1, 12, 20], [8, 1, 3, 3], bias=True, pads=[1, 1, 1, 1])]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
+# (every path of both entries compiles: a minute and a half cold; the default run compiles the
+# convolutions of tests/test_frontend_models.py's streaming model)
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_every_path_of_the_compiled_convolution_matches_the_interpreter(dtype):
     rtol = 1e-4 if dtype == np.float32 else 1e-10
     for const_w in (True, False):

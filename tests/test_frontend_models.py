@@ -89,6 +89,7 @@ def _openvino_ir(model, tmp_path):
     return str(xml), compiled
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["vad_conv", pytest.param("fsmn_stream", marks=pytest.mark.slow),
                                   pytest.param("crnn", marks=pytest.mark.slow)])
 def test_the_openvino_conversion_agrees_with_openvino(name, tmp_path):

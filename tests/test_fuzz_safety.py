@@ -552,8 +552,20 @@ def broken_xml(draw, xml: str) -> str:
     return "\n".join(lines)
 
 
-@settings(SETTINGS, max_examples=80)
-@given(st.data())
-def test_broken_openvino_models_are_refused_or_run_alike_never_crash(worker, data):
+def _broken_openvino_model_runs_alike(worker, data) -> None:
     (xml, weights), feeds = data.draw(st.composite(openvino_windows)())
     check(worker, (data.draw(st.composite(lambda draw: broken_xml(draw, xml))()), weights), feeds, must_fuse=False)
+
+
+@settings(SETTINGS, max_examples=15)
+@given(st.data())
+def test_broken_openvino_models_are_refused_or_run_alike_never_crash(worker, data):
+    _broken_openvino_model_runs_alike(worker, data)
+
+
+@pytest.mark.slow
+@settings(SETTINGS, max_examples=80)
+@given(st.data())
+def test_more_broken_openvino_models_are_refused_or_run_alike_never_crash(worker, data):
+    """Other drafts than the test above (derandomize seeds each test by its name)."""
+    _broken_openvino_model_runs_alike(worker, data)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import load_fused
+from helpers import load_fused, thin
 
 import rnnloop
 
@@ -206,6 +206,7 @@ def test_tensor_iterator_slicing_follows_the_port_map(ov, tmp_path, steps, start
             np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_tensor_iterator_slicing_fused_agrees(ov, tmp_path):
     path = _save(ov, _sliced_ti(ov, 7, -1, 1, -2, 2), tmp_path)
     feeds = {"x": np.arange(42, dtype=np.float32).reshape(2, 7, 3), "s0": np.ones((2, 2, 3), np.float32)}
@@ -245,8 +246,8 @@ def _while_numpy(trip, go, x, limit):
     return x, np.array(ys, np.float32).reshape(-1, 2)
 
 
-@pytest.mark.parametrize("trip, go, limit", [(-1, True, 100), (3, True, 100), (10, True, 1e9), (5, False, 100),
-                                             (0, True, 100)])
+@pytest.mark.parametrize("trip, go, limit", thin([(-1, True, 100), (3, True, 100), (10, True, 1e9), (5, False, 100),
+                                                  (0, True, 100)], 5))
 def test_loop_trip_count_condition_and_iteration_number(ov, tmp_path, backend, trip, go, limit):
     path = _save(ov, _while_loop(ov), tmp_path)
     feeds = {"trip": np.array(trip), "go": np.array(go), "x0": np.array([1, 2], np.float32),

@@ -186,6 +186,7 @@ def test_unsupported_rounding_is_rejected_by_name(tmp_path):
         rnnloop.load(path, backend="interp")
 
 
+@pytest.mark.slow
 def test_every_layer_compiles_and_agrees_with_openvino(tmp_path):
     """One model of every layer, one compiled region (backend="numba")."""
     def build(x):

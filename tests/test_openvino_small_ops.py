@@ -187,6 +187,7 @@ def _front_end(x, lengths, begin, end):
     return ops1.reverse_sequence(y, lengths, 0, 2)
 
 
+@pytest.mark.slow
 def test_front_end_layers_compile_into_one_region_and_match_openvino(tmp_path):
     feeds = [IMAGE, np.array([5], np.int32), np.array([0, 0, 1, 2], np.int64), np.array([0, 0, 2, 1], np.int64)]
     path, named = _save(tmp_path, _front_end, feeds)

@@ -298,6 +298,7 @@ def test_a_compile_that_takes_long_says_so_on_stderr(monkeypatch, capsys):
                                                     "rnnloop: compiled Region 'm/region1' in 0.3 s"]
 
 
+@pytest.mark.slow
 def test_the_decoder_step_is_one_region_that_agrees_with_onnxruntime():
     from helpers import run_onnxruntime
 

@@ -144,7 +144,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", thin(sorted(CASES), 12, single=True))
+# (the default run keeps the plainest case, which compiles fastest; --slow runs the others)
+@pytest.mark.parametrize("case", thin(sorted(CASES, key=lambda c: (c != "rnn_layout1_softsign", c)), 12, single=True))
 def test_against_a_numpy_step_loop(case, backend):
     kw = dict(CASES[case])
     kind, hidden = kw.pop("kind"), 4
@@ -181,7 +182,7 @@ def test_against_onnxruntime(kind, backend):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind, layout", thin([(k, layout) for layout in (0, 1) for k in ("LSTM", "GRU", "RNN")], 4))
+@pytest.mark.parametrize("kind, layout", thin([(k, layout) for layout in (0, 1) for k in ("RNN", "LSTM", "GRU")], 6))
 def test_zero_steps_give_an_empty_y_of_the_full_shape_and_the_initial_state(kind, layout, backend):
     model, feeds = build(kind, 4, batch=2, steps=0, direction="bidirectional", layout=layout)
     y, yh, *yc = load_fused(model, backend).run(None, feeds)

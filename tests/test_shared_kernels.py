@@ -39,6 +39,7 @@ def _three_lstm_layers():
     }}""")
 
 
+@pytest.mark.slow
 def test_identical_layers_compile_one_loop_function():
     session = rnnloop.load(_three_lstm_layers(), strict=True)
     (label, source), = session.kernel_sources()

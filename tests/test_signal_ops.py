@@ -117,6 +117,7 @@ def test_irfft_to_another_length_than_its_bins_make_is_numpys_irfft(backend):
         assert_same(got, [expected], rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("opset", [19, 20])
 def test_dft_inverse_node_test_data_agrees_to_float32_tolerance(opset, backend):
     # The data of the node tests test_dft_inverse(_opset19), excluded in test_onnx_node_conformance.py:
@@ -309,6 +310,7 @@ def test_bad_sizes_stop_with_an_error_naming_the_node(changes, message, backend)
         session.run(None, _feeds(2, 600, 4, **changes))
 
 
+@pytest.mark.slow
 def test_a_spectrogram_per_chunk_in_a_scan_body_fuses_and_agrees_with_the_interpreter(backend):
     # A streaming front end: each chunk's STFT (frame 256, hop 128, Hann window folded in) and the
     # inverse DFT of its spectra, stacked per chunk.
