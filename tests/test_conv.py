@@ -392,6 +392,7 @@ def test_the_openvino_layer_matches_the_cpu_plugin(tmp_path, x, build):
     assert_same([got], [expected], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow  # (the convolution entries compile in the default run with tests/test_frontend_models.py)
 def test_openvino_convolution_layers_compile_into_one_region(tmp_path):
     def build(p):
         y = ov1.convolution(p, ov1.constant(W_CONV), [1, 1], [1, 1], [1, 0], [1, 1])

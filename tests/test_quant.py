@@ -220,7 +220,7 @@ def _assert_close(ours: list, theirs: list, rtol: float = 1e-3, atol: float = 1e
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("name", ["lstm_native", "gru_native"])
+@pytest.mark.parametrize("name", ["lstm_native", pytest.param("gru_native", marks=pytest.mark.slow)])
 def test_dynamically_quantised_benchmark_models_match_onnxruntime(name, backend, tmp_path):
     """The quantiser makes an LSTM node a DynamicQuantizeLSTM; it leaves GRU nodes (it has no int8
     GRU) and the MatMuls of Loop bodies (their weights are captures) in float32."""
