@@ -8,7 +8,8 @@ of variable-length items, dataframe columns of arrays, and streaming models over
     per_file = rd.stream("vad.onnx", recordings, chunk=512, feeds={"sr": np.array(16000)})
 
 `model` is a Session or anything `rnnloop.load` takes, with its load options (backend, strict,
-max_iterations, base_dir). It travels to the workers as its bytes once per worker (one graph key
+max_iterations, base_dir, threads: 1 unless given, as Dask runs a task per worker thread; a Session
+keeps its own). It travels to the workers as its bytes once per worker (one graph key
 that every task depends on), and each worker process loads it once (rnnloop/portable.py): kernels
 come from the worker's kernel cache, compiled once per machine. Everything returned is lazy; Dask's
 progress bar and dashboard show the tasks, and a worker that dies has its tasks rerun, so every
@@ -66,15 +67,17 @@ def _model(model: Any, options: dict[str, Any]) -> tuple[Portable, Session]:
             raise RnnloopError(f"load options {sorted(options)} apply to a model source, not to a loaded "
                                "Session; pass them to rnnloop.load")
         return share(model), model
-    unknown = sorted(set(options) - {"backend", "strict", "max_iterations", "base_dir"})
+    unknown = sorted(set(options) - {"backend", "strict", "max_iterations", "base_dir", "threads"})
     if unknown:
         raise RnnloopError(f"unknown load option(s) {unknown}; rnnloop.load takes backend, strict, "
-                           "max_iterations and base_dir")
+                           "max_iterations, base_dir and threads")
     from .plan import BACKENDS
     if options.get("backend", "numba") not in BACKENDS:  # (here, not in every worker)
         raise RnnloopError(f"backend must be one of {BACKENDS}, got {options['backend']!r}")
     local = load(model, backend="interp", base_dir=options.get("base_dir"))  # (types only: nothing compiles)
-    wanted = {"backend": "numba", **{k: v for k, v in options.items() if k != "base_dir"}}
+    # One thread per session by default: Dask already runs a task per worker thread, and a session
+    # splitting its batch over more would oversubscribe the cores.
+    wanted = {"backend": "numba", "threads": 1, **{k: v for k, v in options.items() if k != "base_dir"}}
     return share(local).with_options(**wanted), local
 
 

@@ -11,9 +11,10 @@ than what it asked for (a GPU, a profile, an optimized model file, custom ops) i
   alone; rnnloop does the same (a UserWarning) when the list names the CPU as a fallback, as scripts
   written for a GPU do, and raises an error naming the providers when it does not, so that a
   request for a GPU alone never silently runs on the CPU. `providers=None` means the CPU.
-- `SessionOptions.intra_op_num_threads` is stored (and read by `load_options`) but not applied yet:
-  rnnloop runs on one thread. `inter_op_num_threads` and `execution_mode=ORT_PARALLEL` have no effect:
-  rnnloop runs ops one after another, as onnxruntime's sequential mode does.
+- `SessionOptions.intra_op_num_threads` is the session's `threads` (0, the default: the cores this
+  process may use, as onnxruntime's default; see rnnloop.load). `inter_op_num_threads` and
+  `execution_mode=ORT_PARALLEL` have no effect: rnnloop runs ops one after another, as onnxruntime's
+  sequential mode does.
 - `graph_optimization_level`: accepted at every level; rnnloop's rewrites keep results exact and
   always run.
 - `enable_cpu_mem_arena`, `enable_mem_pattern`, `enable_mem_reuse` (onnxruntime's allocator
@@ -280,8 +281,6 @@ _CHANGING_KEYS = {  # onnxruntime config entries whose non-default value would c
 def load_options(options: SessionOptions, keywords: dict[str, Any]) -> dict[str, Any]:
     """The keywords of Session (as rnnloop.load's) from the session options and InferenceSession's
     keywords; every option that cannot be honoured is listed in one error.
-
-    Threads: `options.intra_op_num_threads` (0: the default) is to be passed here once Session takes it.
     """
     problems = []
     if options.enable_profiling:
@@ -309,6 +308,8 @@ def load_options(options: SessionOptions, keywords: dict[str, Any]) -> dict[str,
             if name in result and result[name] != keywords[name]:
                 problems.append(f"{name}={keywords[name]!r} contradicts the config entry {key!r} = {config[key]!r}")
             result[name] = keywords[name]
+    if options.intra_op_num_threads:  # (0: rnnloop's default, the cores available, as onnxruntime's)
+        result["threads"] = options.intra_op_num_threads
     if result.get("backend", "numba") not in BACKENDS:
         problems.append(f"backend must be one of {BACKENDS}, got {result['backend']!r}")
     if problems:

@@ -96,7 +96,7 @@ def portable(session: Session) -> Portable:
     if made is not None:
         return made
     options = {"backend": session.backend, "strict": session.strict,
-               "max_iterations": session.options.max_iterations}
+               "max_iterations": session.options.max_iterations, "threads": session._threads_option}
     source = getattr(session, "_source", None)
     if source is not None and isinstance(source.model, str) and source.model.lower().endswith(".xml"):
         xml = source.model

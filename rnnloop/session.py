@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from . import batching
 from .codegen.emitter import debug_level
 from .codegen.fused import FusedLoop
 from .errors import FallbackWarning, InputError, RnnloopError, UnsupportedModelError
@@ -29,6 +30,8 @@ from .ir import (
 from .partition import compile_regions
 from .passes import cancel_unsqueezes, eliminate_dead_code, fold_batchnorm, fold_constants, forward_identities
 from .plan import BACKENDS, plan_graph
+from .threads import Splitter, available_cores, blas_threads
+from .threads import resolve as resolve_threads
 from .typeinfer import infer_types
 from .verify import verify
 
@@ -65,9 +68,10 @@ class Session:
     """A loaded model, ready to run; shaped like onnxruntime's InferenceSession."""
 
     def __init__(self, graph: Graph, *, backend: str = "numba", strict: bool = False,
-                 max_iterations: int | None = None):
+                 max_iterations: int | None = None, threads: int | None = None):
         if backend not in BACKENDS:  # before the work of loading
             raise RnnloopError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self.threads, self._threads_option = resolve_threads(threads), threads  # (the option travels: portable.py)
         verify(infer_types(graph))  # types first: exporters leave loop bodies untyped
         graph = forward_identities(cancel_unsqueezes(fold_constants(graph)))
         self.graph = graph = eliminate_dead_code(fold_batchnorm(graph))
@@ -98,6 +102,11 @@ class Session:
         typed = all(isinstance(t, TensorType) and t.dtype is not None and t.shape is not None
                     for t in map(graph.type_of, graph.inputs))
         self._direct = _Direct(self, whole) if whole is not None and typed else None
+        # Threads: a batch split in parts where the rows are proved independent (batching.py), and
+        # BLAS held to the session's threads where that is not what OpenBLAS does by itself.
+        self._splits = batching.plan(graph) if self.threads > 1 else ([], "the session has one thread")
+        self._splitter = Splitter(graph, self._splits[0], self.threads, self._run) if self._splits[0] else None
+        self._blas = self.threads if self.threads != available_cores() and _uses_blas(graph) else None
 
     @staticmethod
     def _report(partition, strict: bool) -> None:
@@ -123,6 +132,19 @@ class Session:
 
     def run(self, output_names: Sequence[str] | None, feeds: dict[str, Any]) -> list[Any]:
         """Run the model on `feeds`; returns the named outputs (all when None): arrays, lists for sequences."""
+        if self._splitter is not None:
+            results = self._splitter(output_names, feeds)
+            if results is not None:
+                return results
+        if self._blas is None:
+            return self._run(output_names, feeds)
+        previous = blas_threads(self._blas)
+        try:
+            return self._run(output_names, feeds)
+        finally:
+            blas_threads(previous)
+
+    def _run(self, output_names: Sequence[str] | None, feeds: dict[str, Any]) -> list[Any]:
         if self._direct is not None:
             results = self._direct(output_names, feeds)
             if results is not None:
@@ -153,7 +175,8 @@ class Session:
             lines += [f"{op.where()}: interpreted ({why})" for op, why in partition.interpreted
                       if not isinstance(op, Loop)]  # (a loop's line follows)
         lines += [p.describe() for p in self.plans]
-        return "\n".join(lines) or "the model has no loops"
+        lines.append(batching.describe(*self._splits, self.graph))
+        return "\n".join(lines)
 
     def kernel_sources(self) -> list[tuple[str, str]]:
         """(what it runs, generated source) for every kernel: each compiled region, each loop fused on
@@ -225,6 +248,14 @@ def _graphs(graph: Graph):
     yield graph
     for op in iter_ops(graph):
         yield from op.subgraphs
+
+
+# Ops that may call BLAS (rnnloop's products, NumPy's in the interpreter).
+_BLAS_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "MatMulInteger", "ConvInteger"})
+
+
+def _uses_blas(graph: Graph) -> bool:
+    return any(op.op_type in _BLAS_OPS for op in iter_ops(graph))
 
 
 def _writable(value: Any) -> Any:
@@ -362,14 +393,18 @@ def _check_value(name: str, value: Any, t: Type | None) -> Any:
 
 
 def load(model: Any, *, backend: str = "numba", strict: bool = False, base_dir: str | None = None,
-         max_iterations: int | None = None) -> Session:
+         max_iterations: int | None = None, threads: int | None = None) -> Session:
     """Load a model into a Session: ONNX (a path, bytes or a ModelProto) or OpenVINO IR (the path of
     its .xml, with the .bin beside it).
 
     `backend` "numba" runs each loop it can as one compiled kernel and the rest in the interpreter,
     warning once per such loop (an error with `strict=True`); "interp" interprets everything.
     `max_iterations` (or RNNLOOP_MAX_ITERATIONS) stops any loop that runs longer with an error;
-    `base_dir` locates external data of a model given as bytes or a ModelProto.
+    `base_dir` locates external data of a model given as bytes or a ModelProto. `threads` (default
+    RNNLOOP_NUM_THREADS, else the cores this process may use; 0 means that too) bounds the threads a
+    run uses: a batch whose rows the model computes independently is split over them when a call is
+    long enough to gain (`explain()` says whether and along which axes), and rnnloop's BLAS products
+    run on at most that many; `threads=1` runs every call on the calling thread.
     """
     if isinstance(model, (str, os.PathLike)) and os.fspath(model).lower().endswith(".xml"):
         from .frontends.openvino import load_ir
@@ -377,7 +412,7 @@ def load(model: Any, *, backend: str = "numba", strict: bool = False, base_dir: 
     else:
         from .frontends.onnx import convert_model, read_model
         graph = convert_model(read_model(model, base_dir))
-    session = Session(graph, backend=backend, strict=strict, max_iterations=max_iterations)
+    session = Session(graph, backend=backend, strict=strict, max_iterations=max_iterations, threads=threads)
     from .portable import Source
     session._source = Source(model, base_dir)  # (so that the Session can travel: see __reduce__)
     return session

@@ -103,7 +103,7 @@ def test_a_session_pickles_as_its_model_bytes_and_options(gru):
     made = pickle.loads(data)
     assert made is gru  # (in the process that made it: the same Session, nothing loads)
     moved = portable.portable(gru)
-    assert moved.kind == "onnx" and moved.options == {"backend": "interp", "max_iterations": None, "strict": False}
+    assert moved.kind == "onnx" and moved.options == {"backend": "interp", "max_iterations": None, "strict": False, "threads": None}
     assert onnx.load_from_string(moved.model).graph.node[0].op_type == "GRU"
     assert len(data) < len(moved.model) + 1000  # the bytes and the options: no arrays computed, no kernels
     other = moved.load()  # another process's view: a new Session from the bytes, which runs the same
@@ -167,7 +167,8 @@ def test_a_compiled_session_runs_on_workers_from_their_kernel_cache(client):
     middle = loads(client)
     assert all(middle[w] - before[w] <= 1 for w in middle)  # four tasks, one load per worker at most
     # the same model and options through rnnloop.dask: the same key, so the Session already there
-    y = rd.map_array(dense_model(), da.from_array(x, chunks=(8, 4)), strict=True)
+    # (threads=None as the Session's: rnnloop.dask's default is one thread)
+    y = rd.map_array(dense_model(), da.from_array(x, chunks=(8, 4)), strict=True, threads=None)
     assert same(y.compute(), y.compute(scheduler="sync"))
     after = loads(client)
     assert all(after[w] - before[w] <= 1 for w in after)  # (a worker the tasks missed may load it now)

@@ -129,7 +129,7 @@ def test_unnamed_nodes_are_named_by_op_type_and_index_in_their_graph():
     del model.graph.node[0]  # a model rnnloop runs: the same names in explain(), load after load
     model.graph.node[0].input[2] = "x"
     model.graph.node[0].attribute[0].g.node[1].op_type = "Neg"
-    explained = [rnnloop.load(model, backend="interp").explain() for _ in range(2)]
+    explained = [rnnloop.load(model, backend="interp").explain().splitlines()[0] for _ in range(2)]
     assert explained[0] == explained[1] == "Loop 'Loop_0' (ai.onnx opset 20): interpreted (backend='interp')"
 
 

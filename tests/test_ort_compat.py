@@ -190,13 +190,15 @@ def test_an_onnxruntime_feature_rnnloop_lacks_is_named_as_such():
     assert not hasattr(_session(), "run_with_ort_values")
 
 
-def test_thread_counts_are_stored_and_the_session_keeps_its_own_copy():
+def test_thread_counts_are_the_sessions_and_it_keeps_its_own_copy_of_the_options():
     options = rnnloop.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = 3, 2
     session = _session(options=options)
     options.intra_op_num_threads = 1  # after creation: not the session's
     kept = session.get_session_options()
     assert (kept.intra_op_num_threads, kept.inter_op_num_threads) == (3, 2)
+    assert session.session.threads == 3  # (intra_op_num_threads is rnnloop's threads)
+    assert _session().session.threads == rnnloop.threads.resolve(None)  # (0, the default: rnnloop's default)
 
 
 @pytest.mark.parametrize("level", list(rnnloop.GraphOptimizationLevel))

@@ -202,11 +202,11 @@ def test_an_unknown_activation_is_rejected_at_load_by_name():
 def test_explain_says_which_direction_of_a_bidirectional_op_each_loop_is(kind):
     model, _ = build(kind, 3, direction="bidirectional")
     model.graph.node[0].name = "enc"
-    assert rnnloop.load(model, backend="interp").explain().splitlines() == [
+    assert rnnloop.load(model, backend="interp").explain().splitlines()[:-1] == [  # (the last: threads)
         f"{kind} 'enc' (ai.onnx opset 14), forward direction: interpreted (backend='interp')",
         f"{kind} 'enc' (ai.onnx opset 14), reverse direction: interpreted (backend='interp')"]
     model, _ = build(kind, 3, direction="reverse")  # one loop: the node says its direction
-    assert rnnloop.load(model, backend="interp").explain() == \
+    assert rnnloop.load(model, backend="interp").explain().splitlines()[0] == \
         f"{kind} '{kind}_0' (ai.onnx opset 14): interpreted (backend='interp')"
 
 

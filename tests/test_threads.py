@@ -1,0 +1,201 @@
+"""Threads (issue 25): which models split their batch over threads (batching.plan), and that a split
+call gives the unsplit call's results; the thread setting; fork; one Session in many threads."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import rnnloop
+from rnnloop import batching, models
+from rnnloop import threads as rthreads
+from rnnloop.errors import RnnloopError
+
+
+def _splits(model) -> tuple[list, str | None]:
+    return batching.plan(rnnloop.load(model, backend="interp").graph)
+
+
+@pytest.mark.parametrize("name, inputs, outputs", [
+    ("lstm_loop", (1, 0, 0), (0, 0, 1)), ("lstm_scan", (1, 0, 0), (0, 0, 1)), ("lstm_native", (1, 0, 0), (0, 0, 1)),
+    ("gru_loop", (1, 0), (0, 1)), ("gru_native", (1, 0), (0, 1)),
+])
+def test_the_benchmark_models_split_along_their_batch_axes(name, inputs, outputs):
+    splits, why = _splits(models.MODELS[name](batch=2, steps=3)[0])
+    assert splits == [batching.Split(inputs, outputs)], why
+
+
+def test_a_stacked_bidirectional_encoder_splits_through_its_shape_arithmetic():
+    """torch's export reads the batch size with Shape/Gather, builds the zero states with
+    ConstantOfShape and reshapes each layer's output by a computed shape: all proved to keep rows apart."""
+    splits, why = _splits(models.bilstm_encoder(batch=2, steps=3, layers=2, hidden=8, input_size=4)[0])
+    assert splits and splits[0] == batching.Split((1,), (1, 1, 1)), why
+
+
+def _model(body: str, inputs: str, outputs: str, **initializers) -> onnx.ModelProto:
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g ({inputs}) => ({outputs}) {{
+        {body}
+    }}"""
+    model = onnx.parser.parse_model(text)
+    model.graph.initializer.extend(helper.make_tensor(k, onnx.TensorProto.FLOAT if v.dtype == np.float32 else
+                                                      onnx.TensorProto.INT64, v.shape, v.reshape(-1).tolist())
+                                   for k, v in initializers.items())
+    return model
+
+
+@pytest.mark.parametrize("body, why", [
+    ("y = ReduceSum <keepdims = 1> (x, axes0)", "ReduceSum"),  # a sum over the rows
+    ("y = Softmax <axis = 0> (x)", "Softmax"),  # normalised over the rows
+    ("y = Reshape(x, flat)", "Reshape"),  # [B, 4] -> [4B]: each part's rows land elsewhere
+    ("y = MatMul(w, x)", "MatMul"),  # the rows are the contracted axis
+    ("y = Add(x, table)", "Add"),  # a constant with one row per batch row: the parts would need its rows
+])
+def test_models_that_mix_rows_are_not_split_and_the_reason_names_the_op(body, why):
+    model = _model(body, "float[B, 4] x", "float[B, 4] y" if "Reduce" not in body else "float[1, 4] y",
+                   axes0=np.array([0], np.int64), flat=np.array([-1], np.int64),
+                   w=np.ones((3, 5), np.float32), table=np.ones((6, 4), np.float32))
+    if "flat" in body:
+        model = _model(body, "float[B, 4] x", "float[N] y", flat=np.array([-1], np.int64))
+    if "MatMul" in body:
+        model = _model(body, "float[B, 4] x", "float[3, 4] y", w=np.ones((3, 5), np.float32))
+    splits, reason = _splits(model)
+    assert not splits and why in reason
+
+
+def test_a_loop_whose_condition_reads_the_rows_is_not_split():
+    """A while loop that stops when any row's value passes a bound would stop at another iteration in each part."""
+    model = _model("""
+        zero = Constant <value = int64[1] {0}> ()
+        keep = Constant <value = bool {1}> ()
+        y = Loop(limit, keep, x) <body = step (int64 i, bool c, float[B, 4] h) => (bool c2, float[B, 4] h2) {
+            h2 = Add(h, h)
+            s = ReduceMax <keepdims = 0> (h2)
+            bound = Constant <value = float {100.0}> ()
+            c2 = Less(s, bound)
+        }>""", "float[B, 4] x, int64 limit", "float[B, 4] y")
+    splits, reason = _splits(model)
+    assert not splits and "ReduceMax" in reason
+
+
+@pytest.fixture
+def always_split(monkeypatch):
+    monkeypatch.setattr(rthreads, "SPLIT_MIN_ELEMENTS", 0)
+
+
+@pytest.mark.parametrize("name", ["lstm_loop", "gru_native"])
+def test_a_split_call_gives_the_results_of_the_unsplit_call_to_rounding(name, backend, always_split):
+    model, feeds = models.MODELS[name](batch=7, steps=12, hidden=16, input_size=8)
+    one = rnnloop.load(model, backend=backend, threads=1)
+    three = rnnloop.load(model, backend=backend, threads=3)
+    want = one.run(None, feeds)
+    got = three.run(None, feeds)
+    assert three.run(None, feeds)[0].tobytes() == got[0].tobytes()  # (every call alike)
+    for g, w in zip(got, want):  # (to rounding: BLAS orders a row's sums by the block it falls in)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_an_encoder_split_in_parts_agrees_with_onnxruntime(always_split):
+    ort = pytest.importorskip("onnxruntime")
+    model, feeds = models.bilstm_encoder(batch=5, steps=6, layers=2, hidden=16, input_size=8)
+    got = rnnloop.load(model, threads=2).run(None, feeds)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    want = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_one_thread_never_splits_nor_does_one_row_or_a_small_call(monkeypatch):
+    model, feeds = models.lstm_loop(batch=4, steps=2, hidden=8, input_size=4)
+    assert rnnloop.load(model, backend="interp", threads=1)._splitter is None
+    splitter = rnnloop.load(model, backend="interp", threads=2)._splitter
+    split = splitter.splits[0]
+    assert splitter._size(split, feeds) is None  # 2 x 4 x 4 + 2 x 4 x 8 elements: too few
+    monkeypatch.setattr(rthreads, "SPLIT_MIN_ELEMENTS", 0)
+    assert splitter._size(split, feeds) == 4
+    assert splitter(None, models.lstm_loop(batch=1, steps=2, hidden=8, input_size=4)[1]) is None
+
+
+def test_the_thread_count_comes_from_the_argument_the_environment_or_the_cores(monkeypatch):
+    monkeypatch.delenv(rthreads.ENV, raising=False)
+    assert rthreads.resolve(None) == rthreads.available_cores()
+    assert rthreads.resolve(0) == rthreads.available_cores()
+    assert rthreads.resolve(3) == 3
+    monkeypatch.setenv(rthreads.ENV, "1")
+    assert rthreads.resolve(None) == 1
+    assert rnnloop.load(models.small_loop(steps=2)[0], backend="interp").threads == 1
+    monkeypatch.setenv(rthreads.ENV, "many")
+    with pytest.raises(RnnloopError, match="RNNLOOP_NUM_THREADS"):
+        rthreads.resolve(None)
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(RnnloopError, match="threads must be"):
+            rthreads.resolve(bad)
+
+
+def test_explain_says_whether_and_along_which_axes_the_batch_splits():
+    model = models.lstm_loop(batch=2, steps=2, hidden=8, input_size=4)[0]
+    assert "split over threads along X axis 1, h0 axis 0, c0 axis 0" in rnnloop.load(model, backend="interp", threads=2).explain()
+    text = rnnloop.load(models.small_loop(steps=2)[0], backend="interp", threads=2).explain()
+    assert "not split over threads" in text
+
+
+def test_an_error_in_a_part_is_raised_once_every_part_has_finished(always_split):
+    model = _model("y = Gather <axis = 1> (x, k)", "float[B, 4] x, int64 k", "float[B] y")
+    session = rnnloop.load(model, backend="interp", threads=2)
+    x = np.ones((4, 4), np.float32)
+    with pytest.raises(RnnloopError, match="Gather"):
+        session.run(None, {"x": x, "k": np.array(9)})
+    np.testing.assert_array_equal(session.run(None, {"x": x, "k": np.array(2)})[0], np.ones(4, np.float32))
+
+
+def _child_splits(model_bytes, feeds, want, queue) -> None:
+    session = rnnloop.load(model_bytes, backend="interp", threads=2)
+    rthreads.SPLIT_MIN_ELEMENTS = 0
+    got = session.run(None, feeds)
+    queue.put(all(np.array_equal(g, w) for g, w in zip(got, want)))
+
+
+def test_a_forked_child_splits_with_a_pool_of_its_own(always_split):
+    """The parent's pool threads do not exist in a forked child: the child makes its own."""
+    model, feeds = models.lstm_loop(batch=4, steps=3, hidden=8, input_size=4)
+    want = rnnloop.load(model, backend="interp", threads=2).run(None, feeds)  # (split: the parent's pool has a thread)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_child_splits, args=(model.SerializeToString(), feeds, want, queue))
+    child.start()
+    child.join(120)
+    assert child.exitcode == 0 and queue.get(timeout=5)
+
+
+def test_one_session_in_two_threads_gives_each_stream_its_sequential_results():
+    """Issue 25 item 2: a streaming model, one stream per Python thread, on one Session of one thread."""
+    model, feeds = models.vad_stream(chunk=64, hidden=16)
+    session = rnnloop.load(model, threads=1)
+    rng = np.random.default_rng(0)
+    streams = [[rng.uniform(-1, 1, feeds["x"].shape).astype(np.float32) for _ in range(20)] for _ in range(2)]
+
+    def run(chunks):
+        state, outs = {k: v for k, v in feeds.items() if k != "x"}, []
+        for chunk in chunks:
+            prob, h, c = session.run(None, {**state, "x": chunk})
+            state.update(h=h, c=c)
+            outs += [prob, h, c]
+        return outs
+
+    want = [run(s) for s in streams]
+    got = [None, None]
+    workers = [threading.Thread(target=lambda k=k: got.__setitem__(k, run(streams[k]))) for k in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    for g, w in zip(got, want):
+        for a, b in zip(g, w):
+            np.testing.assert_array_equal(a, b)
