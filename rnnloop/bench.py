@@ -33,7 +33,8 @@ Run = Callable[[], list]
 # reach BLAS libraries loaded after they are set (importing rnnloop already loads NumPy's and SciPy's),
 # so the process itself limits its pools with threadpoolctl (single_threaded). Numba's own thread pool
 # is only used by parallel kernels, which rnnloop does not generate.
-THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
+              "RNNLOOP_NUM_THREADS": "1"}
 OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}  # it defaults to bf16 here
 # Outputs agree when every element is within ATOL + RTOL * |reference| (float32 over hundreds of steps).
 AGREE_RTOL, AGREE_ATOL = 1e-3, 1e-4
@@ -66,32 +67,35 @@ def single_threaded():
         yield True
 
 
-def rnnloop_runner(model: Any, feeds: dict, backend: str = "numba") -> tuple[Run, Any]:
-    """A call that runs the model once with rnnloop, and its Session."""
+def rnnloop_runner(model: Any, feeds: dict, backend: str = "numba", threads: int = 1) -> tuple[Run, Any]:
+    """A call that runs the model once with rnnloop on `threads` threads (0: its default), and its Session."""
     import rnnloop
     with warnings.catch_warnings():  # a loop that falls back to the interpreter: the report's plan says so
         warnings.simplefilter("ignore", rnnloop.FallbackWarning)
-        session = rnnloop.load(model, backend=backend)
+        session = rnnloop.load(model, backend=backend, threads=threads)
     return (lambda: session.run(None, feeds)), session
 
 
-def onnxruntime_runner(model: Any, feeds: dict) -> Run:
-    """A call that runs the model once with onnxruntime's CPU provider on one thread."""
+def onnxruntime_runner(model: Any, feeds: dict, threads: int = 1) -> Run:
+    """A call that runs the model once with onnxruntime's CPU provider on `threads` threads (0: its default)."""
     import onnxruntime as ort
     options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
     options.log_severity_level = 4  # a failure surfaces as the exception, reported in the table
     data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
     session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
     return lambda: session.run(None, feeds)
 
 
-def openvino_runner(model: Any, feeds: dict) -> Run:
-    """A call that runs the model once with OpenVINO's CPU plugin, in f32 on one thread."""
+def openvino_runner(model: Any, feeds: dict, threads: int = 1) -> Run:
+    """A call that runs the model once with OpenVINO's CPU plugin, in f32 on `threads` threads (0: its default)."""
     import openvino as ov
     core = ov.Core()
     data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
-    compiled = core.compile_model(core.read_model(data), "CPU", OPENVINO_CONFIG)
+    config = {k: v for k, v in OPENVINO_CONFIG.items() if threads or k != "INFERENCE_NUM_THREADS"}
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = threads
+    compiled = core.compile_model(core.read_model(data), "CPU", config)
     request = compiled.create_infer_request()
     outputs = list(compiled.outputs)
 
@@ -260,8 +264,10 @@ def rnnloop_engine(label: str, model: Any, feeds: dict, backend: str, optional: 
     return engine
 
 
-def measure(engines: list[Engine], repeat: int, warmup: int = 1, reference: str | None = None) -> list[Result]:
-    """Median seconds per run of every engine over `repeat` interleaved rounds after `warmup` untimed rounds.
+def measure(engines: list[Engine], repeat: int, warmup: int = 1, reference: str | None = None,
+            one_thread: bool = True) -> list[Result]:
+    """Median seconds per run of every engine over `repeat` interleaved rounds after `warmup` untimed rounds,
+    with the BLAS pools held to one thread (`one_thread`) or as each engine sets them.
 
     The first run of each engine (not timed with the rest) gives the outputs compared with the `reference`
     engine's (by label; the first engine that ran when it did not).
@@ -291,7 +297,7 @@ def measure(engines: list[Engine], repeat: int, warmup: int = 1, reference: str 
         results[i].difference = max_difference(outputs[i], outputs[ref])
         results[i].agrees = outputs_agree(outputs[i], outputs[ref])
     times: list[list[float]] = [[] for _ in engines]
-    with single_threaded():
+    with single_threaded() if one_thread else contextlib.nullcontext():
         # A sample times enough runs to last SAMPLE_SECONDS: one call of a few microseconds is
         # below what a single reading of the clock resolves.
         batches = [_batch(run) if run is not None else 0 for run in runs]
