@@ -72,7 +72,7 @@ def plan(graph: Graph) -> tuple[list[Split], str | None]:
         t = graph.type_of(name)
         if not isinstance(t, TensorType) or t.shape is None:
             choices.append([FREE])
-        else:  # (a fixed size can still be the batch axis: each part then has other sizes, checked below)
+        else:  # (never an axis of fixed size: compiled code may rely on it, and the parts would differ)
             choices.append([FREE] + [Rows(k) for k in range(len(t.shape)) if not isinstance(t.shape[k], int)])
     combos = list(itertools.islice(itertools.product(*choices), MAX_ASSIGNMENTS + 1))
     if len(combos) > MAX_ASSIGNMENTS:
@@ -552,7 +552,7 @@ def _label_op(op: Op, ins: list[Label], env: _Env) -> list[Label] | None:
     if op.op_type in ELEMENTWISE or op.op_type == "CastLike":
         if all(x is FREE for x in ins):
             return [FREE] * len(op.outputs)
-        if op.op_type in ("Cast", "Neg", "Abs") and isinstance(ins[0], (Size, ShapeVec)):
+        if op.op_type == "Cast" and isinstance(ins[0], (Size, ShapeVec)):  # (int64 to int64 and back)
             return [ins[0]]
         return _elementwise(op, ins, env)
     rule = _RULES.get(op.op_type)
