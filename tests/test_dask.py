@@ -154,6 +154,7 @@ def test_threads_of_one_worker_share_its_session():
     assert same(bag.compute(scheduler="threads", num_workers=4), bag.compute(scheduler="sync"))
 
 
+@pytest.mark.slow  # (a kernel compiled in the test process, loaded on two workers: tens of seconds cold)
 def test_a_compiled_session_runs_on_workers_from_their_kernel_cache(client):
     session = rnnloop.load(dense_model(), backend="numba", strict=True)  # compiled here: the cache has it
     before = loads(client)

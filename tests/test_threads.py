@@ -104,7 +104,7 @@ def test_a_split_call_gives_the_results_of_the_unsplit_call_to_rounding(name, ba
 def test_an_encoder_split_in_parts_agrees_with_onnxruntime(always_split):
     ort = pytest.importorskip("onnxruntime")
     model, feeds = models.bilstm_encoder(batch=5, steps=6, layers=2, hidden=16, input_size=8)
-    got = rnnloop.load(model, threads=2).run(None, feeds)
+    got = rnnloop.load(model, backend="interp", threads=2).run(None, feeds)  # (compiled parts: the test above)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     want = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)
@@ -176,7 +176,7 @@ def test_a_forked_child_splits_with_a_pool_of_its_own(always_split):
 
 def test_one_session_in_two_threads_gives_each_stream_its_sequential_results():
     """Issue 25 item 2: a streaming model, one stream per Python thread, on one Session of one thread."""
-    model, feeds = models.vad_stream(chunk=64, hidden=16)
+    model, feeds = models.vad_stream(chunk=256, hidden=16)  # (test_regions.py's: its kernel is compiled once)
     session = rnnloop.load(model, threads=1)
     rng = np.random.default_rng(0)
     streams = [[rng.uniform(-1, 1, feeds["x"].shape).astype(np.float32) for _ in range(20)] for _ in range(2)]
