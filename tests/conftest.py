@@ -6,9 +6,14 @@ only the first run on a machine pays Numba's compile time.
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
+
+# One thread per session unless a test asks for more (tests/test_threads.py): pytest-xdist already
+# runs a test per core, and results compared bit for bit across sessions must not depend on splits.
+os.environ.setdefault("RNNLOOP_NUM_THREADS", "1")
 
 BACKENDS = ("interp", "numba")
 
