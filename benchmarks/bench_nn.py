@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnloop.bench import Engine, measure, onnxruntime_runner, rnnloop_runner
+from rnnloop.bench import Engine, asv_ratio, asv_runner, measure
 
 try:
     from threadpoolctl import threadpool_limits
@@ -72,13 +72,7 @@ def case_model(name: str) -> tuple[onnx.ModelProto, dict]:
 
 
 def _runner(engine: str, name: str):
-    model, feeds = case_model(name)
-    if engine == "rnnloop":
-        return rnnloop_runner(model, feeds, "numba")[0]
-    try:
-        return onnxruntime_runner(model, feeds)
-    except ImportError:
-        raise NotImplementedError("onnxruntime is not installed") from None  # asv skips the case
+    return asv_runner(engine, *case_model(name))
 
 
 class NnOp:
@@ -109,12 +103,7 @@ class NnOpRatio:
                         Engine("onnxruntime", lambda: _runner("onnxruntime", case))]
 
     def track_ratio_to_onnxruntime(self, case):
-        ours, theirs = measure(self.engines, repeat=15)
-        if ours.seconds is None:
-            raise RuntimeError(ours.error)
-        if theirs.seconds is None:
-            raise NotImplementedError(theirs.error)
-        return ours.seconds / theirs.seconds
+        return asv_ratio(*measure(self.engines, repeat=15))
 
     track_ratio_to_onnxruntime.unit = "ratio"
 

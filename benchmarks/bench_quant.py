@@ -21,7 +21,7 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUM
 import numpy as np
 import onnx
 
-from rnnloop.bench import Engine, measure, onnxruntime_runner, rnnloop_runner
+from rnnloop.bench import Engine, asv_ratio, asv_runner, measure, rnnloop_runner
 from rnnloop.models import MODELS
 
 try:
@@ -58,10 +58,7 @@ def _engines(case: str) -> list[Engine]:
         return rnnloop_runner(quantised, feeds, "numba")[0]
 
     def theirs():
-        try:
-            return onnxruntime_runner(quantised, feeds)
-        except ImportError:
-            raise NotImplementedError("onnxruntime is not installed") from None
+        return asv_runner("onnxruntime", quantised, feeds)
 
     def float32():
         return rnnloop_runner(model, feeds, "numba")[0]
@@ -82,11 +79,7 @@ class QuantRatio:
 
     def _ratios(self):
         ours, theirs, float32 = measure(self.engines, repeat=9, reference="onnxruntime int8")
-        if ours.seconds is None:
-            raise RuntimeError(ours.error)
-        if theirs.seconds is None:
-            raise NotImplementedError(theirs.error)
-        return ours.seconds / theirs.seconds, ours.seconds / float32.seconds
+        return asv_ratio(ours, theirs), asv_ratio(ours, float32)
 
     def track_ratio_to_onnxruntime(self, case):
         return self._ratios()[0]

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnloop.bench import Engine, measure, onnxruntime_runner, rnnloop_runner
+from rnnloop.bench import Engine, asv_ratio, asv_runner, measure, onnxruntime_runner
 
 try:
     from threadpoolctl import threadpool_limits
@@ -57,13 +57,7 @@ def stft_model(samples: int, frame: int, hop: int) -> tuple[onnx.ModelProto, dic
 
 
 def _runner(engine: str, size: str):
-    model, feeds = stft_model(*map(int, size.split("x")))
-    if engine == "rnnloop":
-        return rnnloop_runner(model, feeds, "numba")[0]
-    try:
-        return onnxruntime_runner(model, feeds)
-    except ImportError:
-        raise NotImplementedError("onnxruntime is not installed") from None  # asv skips the case
+    return asv_runner(engine, *stft_model(*map(int, size.split("x"))))
 
 
 class Stft:
@@ -94,12 +88,7 @@ class StftRatio:
                         Engine("onnxruntime", lambda: _runner("onnxruntime", size))]
 
     def track_ratio_to_onnxruntime(self, size):
-        ours, theirs = measure(self.engines, repeat=15)
-        if ours.seconds is None:
-            raise RuntimeError(ours.error)
-        if theirs.seconds is None:
-            raise NotImplementedError(theirs.error)  # onnxruntime is not installed: asv skips the case
-        return ours.seconds / theirs.seconds
+        return asv_ratio(*measure(self.engines, repeat=15))
 
     track_ratio_to_onnxruntime.unit = "ratio"
 

@@ -105,6 +105,27 @@ def openvino_runner(model: Any, feeds: dict, threads: int = 1) -> Run:
     return run
 
 
+def asv_runner(engine: str, model: Any, feeds: dict) -> Run:
+    """For asv: a call that runs the model once with engine "rnnloop" (compiled) or "onnxruntime", one
+    thread each; NotImplementedError, which asv reports as a skipped case, without onnxruntime."""
+    if engine == "rnnloop":
+        return rnnloop_runner(model, feeds, "numba")[0]
+    try:
+        return onnxruntime_runner(model, feeds)
+    except ImportError:
+        raise NotImplementedError("onnxruntime is not installed") from None
+
+
+def asv_ratio(ours: "Result", theirs: "Result") -> float:
+    """For an asv track_: `ours`'s time over `theirs`'s; RuntimeError when ours did not run,
+    NotImplementedError (asv skips the case) when theirs did not (onnxruntime is not installed)."""
+    if ours.seconds is None:
+        raise RuntimeError(ours.error)
+    if theirs.seconds is None:
+        raise NotImplementedError(theirs.error)
+    return ours.seconds / theirs.seconds
+
+
 def openvino_ir(model: onnx.ModelProto, directory: str) -> str:
     """The model converted by OpenVINO and saved as IR (f32) in `directory`; returns the .xml path.
     OpenVINO turns a Scan into a TensorIterator, a Loop into a Loop-5 and LSTM/GRU into sequences."""
