@@ -6,8 +6,9 @@ the checks that need run-time sizes (channels, group, kernel_shape, bias, a kern
 padded input: RunErrors naming the node) and the output's sizes as expressions of the input's (the
 pads of auto_pad and ConvTranspose's output_shape included, by interp/conv_ops.py's rules), then the
 call. Attributes are baked into the call; sizes are run-time values, so one kernel serves every
-input size, and one compiled convolution per dtype every kernel. A constant W of a convolution that
-takes Winograd's path (conv_rt.py) has its kernels transformed here, once, at load.
+input size, and one compiled entry per path and dtype every kernel (the path chosen here from a
+constant W's shape). A constant W of a convolution that takes Winograd's path (conv_rt.py) has its
+kernels transformed here, once, at load.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def _call(g: LoopGen, op: Op, entry: str, args: list[str]) -> None:
 
 @emits("Conv")
 def emit_conv(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
-    """Output sizes from the input's (and the pads auto_pad asks for), checked; then conv()."""
+    """Output sizes from the input's (and the pads auto_pad asks for), checked; then the call of the
+    path W's shape chooses (conv_rt.py)."""
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
     dtype = _floats(op, x, w, b)
@@ -149,13 +151,22 @@ def emit_conv(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     out = g.buffer(op.outputs[0], dtype, [x.dim(0), w.dim(0)] + outs)
     geometry = _int64s(["1"] * (3 - rank) + [str(s) for s in strides] + ["1"] * (3 - rank)
                        + [str(d) for d in dilations] + ["0"] * (3 - rank) + begins + [str(group)])
+    args = [g.contiguous(x), g.contiguous(w), _bias(g, op, b, w.dim(0), dtype), out]
     value = g.const(op.inputs[1])
+    none = np.empty((0, 0, 0), dtype)
     if value is not None and value.dtype == dtype and winograd_fits(value.shape, strides, dilations, group):
         kernels = g.pass_constant(winograd_kernels(value), "k_winograd")  # laid out once, at load
+        path = "conv_winograd" if value.ndim == 4 else "conv_winograd_1d"
+        _call(g, op, f"{path}_{dtype.name}", args + [kernels, geometry])
+    elif value is not None:  # (the path known from W's shape: only its entry compiles)
+        path = "conv_direct" if value.shape[0] == group else "conv_product"
+        _call(g, op, f"{path}_{dtype.name}", args + [g.pass_constant(none, "k_none"), geometry])
     else:
-        kernels = g.pass_constant(np.empty((0, 0, 0), dtype), "k_none")
-    _call(g, op, f"conv_{dtype.name}", [g.contiguous(x), g.contiguous(w), _bias(g, op, b, w.dim(0), dtype), out, kernels,
-                                        geometry])
+        kernels = g.pass_constant(none, "k_none")
+        with emit.block(f"if {w.dim(0)} == {group}:"):  # one output channel per group
+            _call(g, op, f"conv_direct_{dtype.name}", args + [kernels, geometry])
+        with emit.block("else:"):
+            _call(g, op, f"conv_product_{dtype.name}", args + [kernels, geometry])
     return [Var(out, dtype, x.rank, "buffer", tuple([x.dim(0), w.dim(0)] + outs))]
 
 

@@ -2,7 +2,8 @@
 ConvTranspose on C-contiguous 5-d arrays, [N, C, D, H, W] (a 1-d or 2-d convolution has leading
 spatial axes of size 1), with the strides, dilations, pads and group as a tuple of ints.
 
-conv() takes one of four paths, chosen by measurement on this project's 2-core AMD EPYC (AVX2, no
+A Conv takes one of four paths (entries conv_product, which holds the first and third, conv_winograd
+and conv_winograd_1d, conv_direct), chosen by measurement on this project's 2-core AMD EPYC (AVX2, no
 AVX-512 on this host; one thread, float32, batch 1; µs per call, medians of runs interleaved with
 onnxruntime 1.32 on one thread, whose time is in parentheses; the machine shared, so read the ratios):
 
@@ -57,14 +58,15 @@ from numba.extending import intrinsic
 from . import blas
 from .simd import _lanes, _vfma, _vload, _vsplat, _vstore  # (vector operations of Numba code: see simd.py)
 
-_MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64
+_MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64  # called on views of layout 'A' only (x[a:b, :],
+#   not x[a:b]): one compiled product per dtype serves every call
 CHUNK = 1 << 20  # elements of columns made per product (4 MiB of float32)
 SMALL_K = 16  # inner dimensions (C / group * kernel size) up to which _small_product beats BLAS (64 rows: 9 taps 50
 #               against 75 µs, 18: 97 against 121, 27: 153 against 160, 36: 295 against 198)
 GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _window(count, stride, offset, size):
     """[lo, hi): the positions o < count whose index o * stride + offset lies in [0, size)."""
     lo = max(0, -(offset // stride))
@@ -72,33 +74,65 @@ def _window(count, stride, offset, size):
     return lo, max(lo, hi)
 
 
-@njit(cache=True, nogil=True)
-def conv(x, w, bias, out, geometry, kernels):
-    """out = Conv(x, w) + bias on 5-d C-contiguous arrays: x [N, C, D, H, W], w [M, C / group, kd, kh, kw],
+@njit(nogil=True, inline="always")
+def _agree(x, w, bias, out, geometry):
+    """Whether the sizes of a Conv agree: x [N, C, D, H, W], w [M, C / group, kd, kh, kw],
     out [N, M, OD, OH, OW]; bias [M] or empty; geometry (strides, dilations, pads before: three each;
-    group); kernels: w's kernels in Winograd's domain (conv.winograd_kernels), or empty. Returns 0, or
-    1 without computing when the sizes do not agree (the rule checks them: a bug of ours)."""
+    group). The rule checks them: an entry that finds them wrong returns 1 (a bug of ours)."""
     group = geometry[9]
     M, Cg = w.shape[0], w.shape[1]
-    if (group < 1 or x.shape[1] != Cg * group or M % group or bias.size not in (0, M) or out.shape[0] != x.shape[0]
-            or out.shape[1] != M or min(geometry) < 0 or min(geometry[:6]) < 1):
+    return not (group < 1 or x.shape[1] != Cg * group or M % group or bias.size not in (0, M)
+                or out.shape[0] != x.shape[0] or out.shape[1] != M or min(geometry) < 0 or min(geometry[:6]) < 1)
+
+
+# The paths of out = Conv(x, w) + bias, each the body of an entry of its own (below): the rule knows
+# from W's shape which one a Conv takes (or, for a W computed at run time, calls direct or product
+# by its group's size), and a process compiles only the paths its models take (all four in one
+# function took 53 s to compile cold). Each takes the arguments of an entry (see _arguments) and
+# returns 0, or 1 without computing when the sizes do not agree. Every function of this module is
+# inlined (inline="always") into the entries that call it: Numba optimises a function again with
+# everything it calls, at each level of calls, and the direct path's entry took 9.9 s to compile
+# cold in three levels against 3.9 s in one.
+
+@njit(nogil=True, inline="always")
+def conv_direct(dtype, xa, wa, ba, oa, ka, sa):
+    x, w, bias, out, geometry, kernels = _arguments(dtype, xa, wa, ba, oa, ka, sa)
+    if not _agree(x, w, bias, out, geometry) or w.shape[0] != geometry[9]:
         return 1
-    Mg = M // group
-    if Mg == 1:
-        _conv_direct(x, w, bias, out, geometry)
-    elif kernels.size:
-        if kernels.shape[1] != M or kernels.shape[2] != Cg or not _winograd_fits(x, w, geometry, kernels.shape[0]):
-            return 1
-        if kernels.shape[0] == 16:
-            _winograd(x, kernels, bias, out, geometry)
-        else:
-            _winograd_1d(x, kernels, bias, out, geometry)
-    else:
-        _conv_product(x, w, bias, out, geometry)
+    _conv_direct(x, w, bias, out, geometry)
     return 0
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
+def conv_product(dtype, xa, wa, ba, oa, ka, sa):
+    x, w, bias, out, geometry, kernels = _arguments(dtype, xa, wa, ba, oa, ka, sa)
+    if not _agree(x, w, bias, out, geometry):
+        return 1
+    _conv_product(x, w, bias, out, geometry)
+    return 0
+
+
+@njit(nogil=True, inline="always")
+def conv_winograd(dtype, xa, wa, ba, oa, ka, sa):
+    x, w, bias, out, geometry, kernels = _arguments(dtype, xa, wa, ba, oa, ka, sa)
+    if (not _agree(x, w, bias, out, geometry) or kernels.shape[0] != 16 or kernels.shape[1] != w.shape[0]
+            or kernels.shape[2] != w.shape[1] or not _winograd_fits(x, w, geometry, 16)):
+        return 1
+    _winograd(x, kernels, bias, out, geometry)
+    return 0
+
+
+@njit(nogil=True, inline="always")
+def conv_winograd_1d(dtype, xa, wa, ba, oa, ka, sa):
+    x, w, bias, out, geometry, kernels = _arguments(dtype, xa, wa, ba, oa, ka, sa)
+    if (not _agree(x, w, bias, out, geometry) or kernels.shape[0] != 4 or kernels.shape[1] != w.shape[0]
+            or kernels.shape[2] != w.shape[1] or not _winograd_fits(x, w, geometry, 4)):
+        return 1
+    _winograd_1d(x, kernels, bias, out, geometry)
+    return 0
+
+
+@njit(nogil=True, inline="always")
 def _conv_direct(x, w, bias, out, geometry):
     """Per output row, each weight times the input row it meets, added to it (flat unsigned indices,
     as _run: the rows of a small depthwise convolution are short, and a view per row cost more than
@@ -136,14 +170,14 @@ def _conv_direct(x, w, bias, out, geometry):
                                         _axpy(of, row + w0, v, xf, src + w0 * sw + offw, w1 - w0, sw)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _fill(y, start, count, b):
     s = np.uint64(start)
     for t in range(np.uint64(count)):
         y[s + t] = b
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _axpy(y, ys, v, x, xs, count, step):
     """y[ys + t] += v * x[xs + t * step] for t < count, on 1-d arrays (unsigned indices, as _run)."""
     d, s, k = np.uint64(ys), np.uint64(xs), np.uint64(step)
@@ -155,7 +189,7 @@ def _axpy(y, ys, v, x, xs, count, step):
             y[d + t] += v * x[s + t * k]
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _conv_product(x, w, bias, out, geometry):
     """Per image, group and chunk of output positions: the columns, then weights x columns by BLAS."""
     sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry
@@ -180,7 +214,7 @@ def _conv_product(x, w, bias, out, geometry):
     ones = bias if bias.size or K > SMALL_K else np.zeros(M, out.dtype)  # the bias _small_product adds
     for n in range(N):
         for g in range(group):
-            a = weights[g * Mg:(g + 1) * Mg]
+            a = weights[g * Mg:(g + 1) * Mg, :]
             if not pointwise:
                 _pad(x, n, g * Cg, xp, pd, ph, pw)
             for l0 in range(0, L, chunk):
@@ -197,7 +231,7 @@ def _conv_product(x, w, bias, out, geometry):
                     continue
                 target = flat[n, g * Mg:(g + 1) * Mg, l0:l0 + lc]
                 if pointwise:
-                    _MATMUL(a, inputs[n, g * Cg:(g + 1) * Cg], target)
+                    _MATMUL(a, inputs[n, g * Cg:(g + 1) * Cg, :], target)
                 elif lc <= GEMV_MAX_COLUMNS:  # a matrix-vector product per column
                     for q in range(lc):
                         _MATMUL(a, cols[:, q:q + 1], target[:, q:q + 1])
@@ -208,7 +242,7 @@ def _conv_product(x, w, bias, out, geometry):
                         _add(out.reshape(-1), ((n * M + g * Mg + m) * L + l0), lc, bias[g * Mg + m])
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _small_product(w, wo, M, K, c, co, cs, n, out, oo, os, bias, bo):
     """out[oo + m * os + l] = bias[bo + m] + sum over r < K of w[wo + m * K + r] * c[co + r * cs + l], for
     m < M and l < n (flat arrays). Four rows by two vectors of columns accumulate in registers over r
@@ -254,7 +288,7 @@ def _small_product(w, wo, M, K, c, co, cs, n, out, oo, os, bias, bo):
             out[oo + m * os + l] = total
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _small_row(w, wo, K, c, co, cs, n, out, oo, b):
     """One row of _small_product, for n a multiple of two vectors."""
     lanes = _lanes(out)
@@ -268,7 +302,7 @@ def _small_row(w, wo, K, c, co, cs, n, out, oo, b):
         _vstore(out, oo + l + lanes, a1)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _pad(x, n, first, xp, pd, ph, pw):
     """xp[c, pd + i, ph + j, pw + k] = x[n, first + c, i, j, k] (xp's pads are zeros already)."""
     for c in range(xp.shape[0]):
@@ -277,7 +311,7 @@ def _pad(x, n, first, xp, pd, ph, pw):
                 _run(xp[c, pd + i, ph + j], pw, x[n, first + c, i, j], 0, x.shape[4], 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _add(y, start, count, b):
     """y[start + t] += b for t < count, y 1-d (unsigned indices, as _run)."""
     s = np.uint64(start)
@@ -285,7 +319,7 @@ def _add(y, start, count, b):
         y[s + t] += b
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _run(dst, d0, src, s0, count, step):
     """dst[d0 + t] = src[s0 + t * step] for t < count, on 1-d arrays. (Unsigned indices: Numba wraps
     a negative signed index around, and that test in the loop keeps it from vectorising: 8x slower.)"""
@@ -298,7 +332,7 @@ def _run(dst, d0, src, s0, count, step):
             dst[d + t] = src[s + t * k]
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols):
     """cols[r, q] = the element of the padded input xp [Cg, Dp, Hp, Wp] that weight r (channel, then
     kernel offsets) meets at output position l0 + q, for q < lc."""
@@ -331,9 +365,9 @@ def _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols):
 # multiplications than the direct product; float32 results differ from it by a few ulps of the sums.
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _winograd_fits(x, w, geometry, transforms):
-    """Whether conv() may take the Winograd path with kernels of `transforms` values (16: 2-d, 4: 1-d)."""
+    """Whether a Conv may take the Winograd path with kernels of `transforms` values (16: 2-d, 4: 1-d)."""
     plain = (x.shape[2] == 1 and w.shape[2] == 1 and geometry[0] == 1 and geometry[6] == 0 and geometry[2] == 1
              and geometry[5] == 1 and geometry[9] == 1 and w.shape[4] == 3)
     if transforms == 16:
@@ -341,19 +375,19 @@ def _winograd_fits(x, w, geometry, transforms):
     return plain and transforms == 4 and x.shape[3] == 1 and w.shape[3] == 1 and geometry[7] == 0
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _b(d0, d1, d2, d3):
     """B^T [d0, d1, d2, d3]: F(2, 3)'s input transform."""
     return d0 - d2, d1 + d2, d2 - d1, d1 - d3
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _a(p0, p1, p2, p3):
     """A^T [p0, p1, p2, p3]: F(2, 3)'s output transform."""
     return p0 + p1 + p2, p1 - p2 - p3
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _winograd(x, kernels, bias, out, geometry):
     ph, pw = geometry[7], geometry[8]
     N, C, H, W = x.shape[0], x.shape[1], x.shape[3], x.shape[4]
@@ -370,12 +404,12 @@ def _winograd(x, kernels, bias, out, geometry):
         _pad(x, n, 0, xp, 0, ph, pw)
         _winograd_inputs(xp.reshape((C, Hp, Wp)), V, TH, TW)
         for f in range(16):
-            _MATMUL(kernels[f], V[f], P[:, f, :])
+            _MATMUL(kernels[f, :, :], V[f, :, :], P[:, f, :])
         _winograd_outputs(P, bias, Y)
         _winograd_scatter(Y, out[n].reshape((M, OH, OW)), TH, TW)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _winograd_inputs(xp, V, TH, TW):
     """V[f, c, th * TW + tw] = (B^T d B)[f], d the 4x4 tile of xp [C, Hp, Wp] at (2 th, 2 tw).
     (Flat unsigned indices, as _run.)"""
@@ -407,13 +441,13 @@ def _winograd_inputs(xp, V, TH, TW):
                 vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a3, b3, e3, f3)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _va(p0, p1, p2, p3, one, minus):
     """A^T [p0, p1, p2, p3] on vectors (sums as multiply-adds by 1 and -1: exact)."""
     return _vfma(one, p2, _vfma(one, p1, p0)), _vfma(minus, p3, _vfma(minus, p2, p1))
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _winograd_outputs(P, bias, Y):
     """Y[2 i + j, m, t] = (A^T p A)[i, j] + bias[m], p the 16 values P[m, :, t] (P [M, 16, T]): along t
     in vectors of simd.py's width (its loads and stores: Numba's loops over these many arrays did
@@ -457,7 +491,7 @@ def _winograd_outputs(P, bias, Y):
             yf[2 * plane + y + t], yf[3 * plane + y + t] = y10 + b, y11 + b
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _winograd_scatter(Y, out, TH, TW):
     """out[m, 2 th + i, 2 tw + j] = Y[2 i + j, m, th * TW + tw] for the outputs out [M, OH, OW] has
     (the last tiles' may be cut). (Flat unsigned indices, as _run.)"""
@@ -477,7 +511,7 @@ def _winograd_scatter(Y, out, TH, TW):
                 of[dst + two * pairs] = yf[src + pairs]
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _winograd_1d(x, kernels, bias, out, geometry):
     """F(2, 3) along the one spatial axis: per pair of outputs, 4 inputs transformed (B^T d), 4 BLAS
     products [M, C] x [C, pairs], and A^T p."""
@@ -504,14 +538,14 @@ def _winograd_1d(x, kernels, bias, out, geometry):
                 target[k], target[k + step], target[k + two * step], target[k + (two + one) * step] = _b(
                     source[j], source[j + one], source[j + two], source[j + two + one])
         for f in range(4):
-            _MATMUL(kernels[f], V[f], P[:, f, :])
+            _MATMUL(kernels[f, :, :], V[f, :, :], P[:, f, :])
         _winograd_outputs_1d(P, bias, out[n].reshape((M, OW)) if exact else y, T)
         if not exact:
             for m in range(M):
                 _run(out[n, m, 0, 0], 0, y[m], 0, OW, 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True, inline="always")
 def _winograd_outputs_1d(P, bias, y, T):
     """y[m, 2 t + j] = (A^T p)[j] + bias[m], p the 4 values P[m, :, t]; y is [M, 2 T]."""
     M = P.shape[0]
@@ -526,8 +560,14 @@ def _winograd_outputs_1d(P, bias, y, T):
             yf[o + two * t], yf[o + two * t + one] = y0 + b, y1 + b
 
 
-@njit(cache=True, nogil=True)
-def conv_transpose(x, w, bias, out, geometry):
+@njit(nogil=True, inline="always")
+def conv_transpose(dtype, xa, wa, ba, oa, ka, sa):
+    x, w, bias, out, geometry, _ = _arguments(dtype, xa, wa, ba, oa, ka, sa)
+    return _conv_transpose(x, w, bias, out, geometry)
+
+
+@njit(nogil=True, inline="always")
+def _conv_transpose(x, w, bias, out, geometry):
     """out = ConvTranspose(x, w) + bias on 5-d C-contiguous arrays: x [N, C, D, H, W],
     w [C, M / group, kd, kh, kw], out [N, M, OD, OH, OW]; bias [M] or empty; geometry (strides,
     dilations, elements cut from the beginning of the full result: three each; group). Per image
@@ -554,7 +594,7 @@ def conv_transpose(x, w, bias, out, geometry):
                     for ow in range(OW):
                         out[n, m, od, oh, ow] = b
         for g in range(group):
-            _MATMUL(weights[g * Cg:(g + 1) * Cg].T, inputs[n, g * Cg:(g + 1) * Cg], cols)
+            _MATMUL(weights[g * Cg:(g + 1) * Cg, :].T, inputs[n, g * Cg:(g + 1) * Cg, :], cols[:, :])
             r = 0
             for m in range(Mg):
                 for a in range(kd):
@@ -574,13 +614,14 @@ def conv_transpose(x, w, bias, out, geometry):
 
 
 # ---------------------------------------------------------------------------------------------
-# Kernels call conv and conv_transpose through a symbol, compiled once per dtype (as simd.py's
-# product): called as Numba functions, their code was linked into every kernel calling them, and
+# Kernels call the paths above and conv_transpose through a symbol each, compiled once per dtype (as
+# simd.py's product): called as Numba functions, their code was linked into every kernel calling them, and
 # compiling such a kernel took 5-6 s more (a kernel of one Conv, numba 0.68). A kernel module
 # calls require(name) for each entry it uses (kernel.py writes those lines), so that a kernel
 # loaded from Numba's cache finds the symbol.
 
-_ENTRIES = {f"{kind}_{dtype}": dtype for kind in ("conv", "conv_transpose") for dtype in ("float32", "float64")}
+_ENTRIES = {f"{kind}_{dtype}": dtype for kind in ("conv_direct", "conv_product", "conv_winograd", "conv_winograd_1d",
+                                                   "conv_transpose") for dtype in ("float32", "float64")}
 _SIZES = 5 + 5 + 1 + 5 + 3 + 10  # the sizes of x, w, bias, out and kernels, and the geometry: one int64 array
 
 
@@ -606,7 +647,7 @@ def _c_array(typingctx, address, shape, dtype):
     return array(address, shape, dtype), codegen
 
 
-@njit(nogil=True)
+@njit(nogil=True, inline="always")
 def _arguments(dtype, xa, wa, ba, oa, ka, sa):
     """(x, w, bias, out, geometry, kernels) of an entry: the arrays at these addresses, their sizes
     (and the geometry) read from the int64 array at sa."""
@@ -620,20 +661,44 @@ def _arguments(dtype, xa, wa, ba, oa, ka, sa):
 
 
 # One function per entry for cfunc (and Numba's cache) to compile on its own.
-def _conv_float32(x, w, bias, out, kernels, sizes):
-    return conv(*_arguments(np.float32, x, w, bias, out, kernels, sizes))
+def _conv_direct_float32(x, w, bias, out, kernels, sizes):
+    return conv_direct(np.float32, x, w, bias, out, kernels, sizes)
 
 
-def _conv_float64(x, w, bias, out, kernels, sizes):
-    return conv(*_arguments(np.float64, x, w, bias, out, kernels, sizes))
+def _conv_direct_float64(x, w, bias, out, kernels, sizes):
+    return conv_direct(np.float64, x, w, bias, out, kernels, sizes)
+
+
+def _conv_product_float32(x, w, bias, out, kernels, sizes):
+    return conv_product(np.float32, x, w, bias, out, kernels, sizes)
+
+
+def _conv_product_float64(x, w, bias, out, kernels, sizes):
+    return conv_product(np.float64, x, w, bias, out, kernels, sizes)
+
+
+def _conv_winograd_float32(x, w, bias, out, kernels, sizes):
+    return conv_winograd(np.float32, x, w, bias, out, kernels, sizes)
+
+
+def _conv_winograd_float64(x, w, bias, out, kernels, sizes):
+    return conv_winograd(np.float64, x, w, bias, out, kernels, sizes)
+
+
+def _conv_winograd_1d_float32(x, w, bias, out, kernels, sizes):
+    return conv_winograd_1d(np.float32, x, w, bias, out, kernels, sizes)
+
+
+def _conv_winograd_1d_float64(x, w, bias, out, kernels, sizes):
+    return conv_winograd_1d(np.float64, x, w, bias, out, kernels, sizes)
 
 
 def _conv_transpose_float32(x, w, bias, out, kernels, sizes):
-    return conv_transpose(*_arguments(np.float32, x, w, bias, out, kernels, sizes)[:5])
+    return conv_transpose(np.float32, x, w, bias, out, kernels, sizes)
 
 
 def _conv_transpose_float64(x, w, bias, out, kernels, sizes):
-    return conv_transpose(*_arguments(np.float64, x, w, bias, out, kernels, sizes)[:5])
+    return conv_transpose(np.float64, x, w, bias, out, kernels, sizes)
 
 
 @functools.cache
@@ -692,5 +757,5 @@ def _caller(name: str):
     return call
 
 
-conv_float32, conv_float64 = _caller("conv_float32"), _caller("conv_float64")
-conv_transpose_float32, conv_transpose_float64 = _caller("conv_transpose_float32"), _caller("conv_transpose_float64")
+# The intrinsics, by their entries' names: conv_direct_float32, ..., conv_transpose_float64.
+globals().update({name: _caller(name) for name in _ENTRIES})
