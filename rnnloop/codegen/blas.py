@@ -113,7 +113,8 @@ def _matmul(a, b, out, ints):
     size = out.itemsize
     s0, s1 = out.strides[0] // size, out.strides[1] // size
     if m > 1 and n > 1 and not (s1 == 1 and s0 >= n) or m == 1 and s1 <= 0 or n == 1 and s0 <= 0:
-        c = np.empty((m, n), out.dtype)  # BLAS writes row-major with unit stride, vectors forwards
+        c = np.empty((m, n), out.dtype)[:, :]  # BLAS writes row-major with unit stride, vectors forwards
+        #                                       (a view of layout 'A', as out's: one _product to compile)
         _product(a, b, c, ints)
         _copy(c, out)
     else:

@@ -78,6 +78,9 @@ def matmul_call(a: str, b: str, out: str, a_rank: int = 2, b_rank: int = 2, pane
     if panels is not None:
         from . import simd
         return f"_s.{simd.MATMUL_PACKED}({a}, {b}, {panels}, {out}, {backwards})"
+    # Every operand as a view of layout 'A' (x[:, :]): one compiled product per dtype serves every
+    # kernel, where each combination of layouts took 4 s to compile.
+    a, b, out = (f"{e}[:, :]" if re.fullmatch(r"[\w.]+(\[[^\[\]]*\])*", e) else f"({e})[:, :]" for e in (a, b, out))
     return f"_b.{blas.MATMUL}({a}, {b}, {out})"
 
 @dataclass

@@ -455,36 +455,35 @@ def _as_array(typingctx, address, shape, strides, dtype):
 
 
 # (address, rows, columns, row stride, column stride) of a, b and out, (address, panels, depth, width
-# and their three strides) of the panels, all strides in bytes; whether to use the ILP64 BLAS for
-# products the panels do not serve; whether to read the panels backwards.
-_PRODUCT_ARGS = 5 + 5 + 7 + 5 + 2
+# and their three strides) of the panels, all strides in bytes; whether to read the panels backwards.
+_PRODUCT_ARGS = 5 + 5 + 7 + 5 + 1
+# The BLAS product of the provider in use (not both: each compiles for seconds). Numba freezes it into
+# the compiled product, so rnnloop's cache keeps each provider's helpers apart (cache.py).
+_MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64
 
 
 @njit(nogil=True)
 def _product(dtype, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
-             out, om, on, os0, os1, ilp64, backwards):
+             out, om, on, os0, os1, backwards):
     """out = a @ b on panels p when they serve, else through BLAS, for arrays of `dtype`."""
     a_, b_ = _as_array(a, (am, ak), (as0, as1), dtype), _as_array(b, (bk, bn), (bs0, bs1), dtype)
     p_, out_ = _as_array(p, (pc, pk, pw), (ps0, ps1, ps2), dtype), _as_array(out, (om, on), (os0, os1), dtype)
     if not multiply(a_, p_, out_, backwards != 0):
-        if ilp64:
-            blas.matmul_ilp64(a_, b_, out_)
-        else:
-            blas.matmul_lp64(a_, b_, out_)
+        _MATMUL(a_, b_, out_)
     return 0
 
 
 # One function per dtype for cfunc (and Numba's cache) to compile on its own.
 def _product_float32(a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
-                     out, om, on, os0, os1, ilp64, backwards):
+                     out, om, on, os0, os1, backwards):
     return _product(np.float32, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
-                    out, om, on, os0, os1, ilp64, backwards)
+                    out, om, on, os0, os1, backwards)
 
 
 def _product_float64(a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
-                     out, om, on, os0, os1, ilp64, backwards):
+                     out, om, on, os0, os1, backwards):
     return _product(np.float64, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
-                    out, om, on, os0, os1, ilp64, backwards)
+                    out, om, on, os0, os1, backwards)
 
 
 @functools.cache
@@ -508,7 +507,7 @@ def require(dtype: str) -> None:
 MATMUL_PACKED = "matmul_packed_ilp64" if blas.ILP64 else "matmul_packed_lp64"  # the one kernels call
 
 
-def _packed_product(ilp64: bool):
+def _packed_product():
     """matmul_packed_*: a call of _external(dtype) on the arrays' addresses, shapes and strides,
     written directly where it is called (an intrinsic: nothing of its own to compile). Typing it
     registers the symbol; a caller loaded from Numba's cache (a kernel) has called require()."""
@@ -529,7 +528,7 @@ def _packed_product(ilp64: bool):
                 values.append(builder.ptrtoint(array.data, intp))
                 values += cgutils.unpack_tuple(builder, array.shape) + cgutils.unpack_tuple(builder, array.strides)
             backwards_value = context.cast(builder, args[4], signature.args[4], types.boolean)
-            values += [ir.Constant(intp, 1 if ilp64 else 0), builder.zext(backwards_value, intp)]
+            values.append(builder.zext(backwards_value, intp))
             function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(intp, [intp] * len(values)),
                                                       external.symbol)
             builder.call(function, values)
@@ -543,5 +542,6 @@ def _packed_product(ilp64: bool):
 # the weights overflow L2, the panels read last, still in cache, are then read first, instead of
 # each step evicting the panels the next one needs first. An LSTM step at batch 1 and hidden size
 # 256 (1 MiB of recurrent weights): 6.6 against 8.1 µs; 512: 35 against 46. Compiled code only.
-matmul_packed_ilp64 = _packed_product(True)
-matmul_packed_lp64 = _packed_product(False)
+# One product under two names: a kernel's source names the BLAS provider it was made for, so a kernel
+# cached under the other provider is never loaded (see blas.py).
+matmul_packed_ilp64 = matmul_packed_lp64 = _packed_product()
