@@ -97,6 +97,13 @@ def literal(value: np.generic | float | bool, dtype: np.dtype) -> str:
     return f"{dtype_name(dtype)}({int(value)})"
 
 
+def int_argument(expr: str) -> str:
+    """`expr` as an argument of one of rnnloop's helpers: an integer literal as np.int64(...), since
+    Numba compiles a helper again for every literal value it is passed (18 of broadcast_dim's 19
+    compiled versions after the tests were for sizes 2, 3, 4...)."""
+    return f"np.int64({expr})" if re.fullmatch(r"-?\d+", expr.strip()) else expr
+
+
 def code_text(text: str) -> str:
     """Text from a model (node names, origins) made safe to put in a generated comment or docstring:
     printable ASCII without quotes or backslashes, on one line, so that no model can end the comment

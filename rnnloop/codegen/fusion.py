@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import Graph, Op
-from .emitter import NoRule, Var, dtype_name
+from .emitter import NoRule, Var, dtype_name, int_argument
 from .kernel import HELPER
 from .scalar import ELEMENTWISE, scalar_expr
 from .scalar import NoRule as NoScalarRule
@@ -192,7 +192,7 @@ def _broadcast_dims(g, op: Op, arrays: list[Var], rank: int) -> list[str]:
                 dim = known[0]  # checked earlier in the iteration (or before the loop)
                 continue
             checked = g.body.fresh(f"d{d}")
-            g.body(f"{checked} = _r.broadcast_dim({dim}, {size})")
+            g.body(f"{checked} = _r.broadcast_dim({int_argument(dim)}, {int_argument(size)})")
             g.fail_if(f"{checked} < 0", op, f"the input shapes do not broadcast (axis {d} of the output)")
             g.dim_sizes[checked] = covered
             # Checked, sizes that include a fixed one above 1 broadcast to it. (The fixed size is

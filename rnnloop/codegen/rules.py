@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ir import Op, TensorType
 from . import fusion
-from .emitter import NoRule, Var, copy_nest, dtype_name, permuted, shape_tuple
+from .emitter import NoRule, Var, copy_nest, dtype_name, int_argument, permuted, shape_tuple
 from .kernel import LoopGen, emits, matmul_call
 
 
@@ -151,7 +151,8 @@ def emit_slice(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         if steps_const is None and steps_in is not None:
             g.fail_if(f"{step} == 0", op, "slice step must not be 0")
         s, c = g.body.fresh("start"), g.body.fresh("count")
-        g.body(f"{s}, {c} = _r.slice_range({starts.expr}[{j}], {ends.expr}[{j}], {step}, {n})")
+        g.body(f"{s}, {c} = _r.slice_range({starts.expr}[{j}], {ends.expr}[{j}], {int_argument(step)}, "
+               f"{int_argument(n)})")
         first[axis] = f"{s}::{step}"
         second[axis] = f":{c}"
     view = g.view(f"v_{op.outputs[0]}", f"{x.expr}[{', '.join(first)}][{', '.join(second)}]")
@@ -401,7 +402,7 @@ def emit_expand(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
             dim = s
         else:
             dim = g.body.fresh(f"d{d}")
-            g.body(f"{dim} = _r.broadcast_dim({a}, {s})")
+            g.body(f"{dim} = _r.broadcast_dim({int_argument(a)}, {int_argument(s)})")
             g.fail_if(f"{dim} < 0", op, f"cannot broadcast the input's size {{a}} with the shape's {{b}} "
                       f"on axis {d} of the output; sizes must be equal or one of them 1", a=a, b=s)
             if s.isdigit():  # checked, a fixed size above 1 is the output's
