@@ -39,6 +39,10 @@ def pytest_addoption(parser) -> None:
 
 def pytest_configure(config) -> None:
     config._rnnloop_started = time.monotonic()
+    # rnnloop's helpers cache where RNNLOOP_CACHE_DIR points when a process loads its first kernel;
+    # fixed now, before a test points it at a temporary dir of its own.
+    from rnnloop.codegen import cache
+    cache.install_runtime_locator()
     config.addinivalue_line(
         "markers", "numba_bug(reason): a known code generator bug; the test case is xfail(strict=True) "
                    "when it runs with backend='numba', and must pass with backend='interp'")

@@ -259,6 +259,7 @@ def clear_cache(older_than: float | None = None) -> dict:
 
 _runtime_lock = threading.Lock()
 _runtime_used: set[str] = set()  # the helpers' folders this process marked used
+_runtime_root: Path | None = None  # cache_dir()/runtime when the locator was installed (see below)
 
 
 def _is_helper_source(py_file: str) -> bool:
@@ -274,14 +275,18 @@ def _runtime_locator_class() -> type:
 
     class _RuntimeCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
         """numba caches the functions of rnnloop.codegen's modules in cache_dir()/runtime/<folder>, a
-        folder per rnnloop install (numba's name for the package folder: `codegen_<hash of its path>`).
-        A cache dir that is not private or not writable leaves them to numba's next locator (the
-        package's __pycache__, as before)."""
+        folder per rnnloop install (numba's name for the package folder: `codegen_<hash of its path>`)
+        and BLAS library (simd's and conv_rt's compiled code calls the one blas.py chose, which
+        RNNLOOP_BLAS=scipy changes). A cache dir that is not private or not writable leaves them to
+        numba's next locator (the package's __pycache__, as before)."""
 
         def __init__(self, py_func, py_file):
             self._py_file = py_file
             self._lineno = py_func.__code__.co_firstlineno
-            self._cache_path = str(cache_dir() / "runtime" / self.get_suitable_cache_subpath(py_file))
+            folder = self.get_suitable_cache_subpath(py_file)
+            if os.environ.get("RNNLOOP_BLAS", "") == "scipy":
+                folder += "-scipy"
+            self._cache_path = str((_runtime_root or cache_dir() / "runtime") / folder)
 
         def get_cache_path(self):
             return self._cache_path
@@ -312,13 +317,17 @@ def install_runtime_locator() -> None:
 
     numba chooses a function's cache locator when it is decorated, so this registers the locator
     for modules imported later and moves the cache of helpers already imported (before they first
-    compile, which only a kernel calling them does). Once per process; a numba without this API
-    (``numba.core.caching``'s ``CacheImpl._locator_classes``, 0.68) keeps caching as it does."""
-    global _installed
+    compile, which only a kernel calling them does). Once per process: the helpers' folder is the
+    cache dir's at that time, for modules imported later too, so that a process that then points
+    RNNLOOP_CACHE_DIR elsewhere (and removes that dir) does not leave some helpers saving into a
+    folder that is gone. A numba without this API (``numba.core.caching``'s
+    ``CacheImpl._locator_classes``, 0.68) keeps caching as it does."""
+    global _installed, _runtime_root
     with _runtime_lock:
         if _installed:
             return
         _installed = True
+        _runtime_root = cache_dir() / "runtime"
         try:
             from numba.core import caching
             from numba.core.dispatcher import Dispatcher
