@@ -75,7 +75,8 @@ expand ({dtype}[A, B] xs, {dtype}[1] x0, int64[2] shp) => ({dtype}[1] x_final, {
 """
 
 
-@pytest.mark.parametrize("dtype", ["float", "int64", "bool"])
+@pytest.mark.parametrize("dtype", ["float", pytest.param("int64", marks=pytest.mark.slow),  # (a kernel each)
+                                   pytest.param("bool", marks=pytest.mark.slow)])
 def test_expand_to_a_computed_shape_matches_the_interpreter(backend, dtype):
     # y: the shape of the row (Shape in the body); z: a shape fed to the model, one of its values 1;
     # w: a constant scalar (a literal in the kernel) to the shape of the row.

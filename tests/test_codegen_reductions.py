@@ -232,6 +232,7 @@ ATTRIBUTE_AXES = [
 ]
 
 
+@pytest.mark.slow  # (one kernel of five reductions; the default run compiles the sums above)
 def test_reductions_with_axes_attributes_of_old_opsets_match_the_interpreter():
     model = parse(loop_model("float32", ATTRIBUTE_AXES, opset=11, setup=""), opset=11)
     assert_fused_matches_interpreter(model, feeds_for("float32", (2, 3, 4), "normal"), "float32")

@@ -527,7 +527,8 @@ def _ir_session(dtype: str, backend: str) -> tuple[rnnloop.Session, dict[str, np
     return session, {n: feeds[n] for n in names}, [name for name, _ in cases]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+@pytest.mark.parametrize("dtype", ["float32"] + [pytest.param(d, marks=pytest.mark.slow)  # (a kernel each)
+                                   for d in ("float64", "int32", "int64")])
 def test_fused_ops_only_the_ir_expresses_match_the_interpreter(dtype):
     (expected_session, feeds, names), (fused, _, _) = (_ir_session(dtype, be) for be in ("interp", "numba"))
     expected, actual = expected_session.run(None, feeds), fused.run(None, feeds)
