@@ -259,7 +259,7 @@ def clear_cache(older_than: float | None = None) -> dict:
 
 _runtime_lock = threading.Lock()
 _runtime_used: set[str] = set()  # the helpers' folders this process marked used
-_runtime_root: Path | None = None  # cache_dir()/runtime when the locator was installed (see below)
+_runtime_root: Path | None = None  # cache_dir()/runtime when the locator was installed; None before
 
 
 def _is_helper_source(py_file: str) -> bool:
@@ -308,9 +308,6 @@ def _runtime_locator_class() -> type:
     return _RuntimeCacheLocator
 
 
-_installed = False
-
-
 def install_runtime_locator() -> None:
     """Make numba cache rnnloop's own helpers (the numba functions of rnnloop.codegen's modules:
     runtime, mathfn, blas, simd) in cache_dir()/runtime instead of the package's __pycache__.
@@ -322,11 +319,10 @@ def install_runtime_locator() -> None:
     RNNLOOP_CACHE_DIR elsewhere (and removes that dir) does not leave some helpers saving into a
     folder that is gone. A numba without this API (``numba.core.caching``'s
     ``CacheImpl._locator_classes``, 0.68) keeps caching as it does."""
-    global _installed, _runtime_root
+    global _runtime_root
     with _runtime_lock:
-        if _installed:
+        if _runtime_root is not None:
             return
-        _installed = True
         _runtime_root = cache_dir() / "runtime"
         try:
             from numba.core import caching

@@ -660,7 +660,8 @@ def _arguments(dtype, xa, wa, ba, oa, ka, sa):
     return x, w, bias, out, (z[19], z[20], z[21], z[22], z[23], z[24], z[25], z[26], z[27], z[28]), kernels
 
 
-# One function per entry for cfunc (and Numba's cache) to compile on its own.
+# One function per entry for cfunc (and Numba's cache) to compile on its own, written out: Numba's
+# cache keys a function by its name and line, so functions made in a loop would share one entry.
 def _conv_direct_float32(x, w, bias, out, kernels, sizes):
     return conv_direct(np.float32, x, w, bias, out, kernels, sizes)
 
