@@ -106,7 +106,7 @@ def _environment(codegen_version: str, runtime_modules: tuple[str, ...]) -> str:
     import numpy
 
     parts = [codegen_version, numba.__version__, llvmlite.__version__, numpy.__version__,
-             platform.python_implementation(), platform.python_version()]
+             platform.python_implementation(), platform.python_version(), _opt_level()]
     for module_name in runtime_modules:
         try:
             spec = importlib.util.find_spec(module_name)
@@ -115,6 +115,15 @@ def _environment(codegen_version: str, runtime_modules: tuple[str, ...]) -> str:
             text = b"<missing>"  # not written yet (or not a file): still a stable key
         parts.append(f"{module_name}={hashlib.sha256(text).hexdigest()}")
     return "\0".join(parts)
+
+
+def _opt_level() -> str:
+    """Numba's optimisation level (NUMBA_OPT: 3 unless set; the tests compile at 1). Numba's cache
+    does not key code by it, so rnnloop does: code compiled at another level must never load in a
+    process that runs at 3, where it would be correct but slower."""
+    from numba.core import config
+
+    return str(getattr(config.OPT, "_raw_value", config.OPT))
 
 
 def _kernels_dir() -> Path:
@@ -275,10 +284,11 @@ def _runtime_locator_class() -> type:
 
     class _RuntimeCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
         """numba caches the functions of rnnloop.codegen's modules in cache_dir()/runtime/<folder>, a
-        folder per rnnloop install (numba's name for the package folder: `codegen_<hash of its path>`)
-        and BLAS library (simd's and conv_rt's compiled code calls the one blas.py chose, which
-        RNNLOOP_BLAS=scipy changes). A cache dir that is not private or not writable leaves them to
-        numba's next locator (the package's __pycache__, as before)."""
+        folder per rnnloop install (numba's name for the package folder: `codegen_<hash of its path>`),
+        BLAS library (simd's and conv_rt's compiled code calls the one blas.py chose, which
+        RNNLOOP_BLAS=scipy changes) and optimisation level (see _opt_level). A cache dir that is not
+        private or not writable leaves them to numba's next locator (the package's __pycache__, as
+        before)."""
 
         def __init__(self, py_func, py_file):
             self._py_file = py_file
@@ -286,6 +296,8 @@ def _runtime_locator_class() -> type:
             folder = self.get_suitable_cache_subpath(py_file)
             if os.environ.get("RNNLOOP_BLAS", "") == "scipy":
                 folder += "-scipy"
+            if _opt_level() != "3":
+                folder += f"-O{_opt_level()}"
             self._cache_path = str((_runtime_root or cache_dir() / "runtime") / folder)
 
         def get_cache_path(self):
