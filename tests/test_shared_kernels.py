@@ -56,9 +56,18 @@ def test_the_shared_function_agrees_with_the_interpreter():
     model = _three_lstm_layers()
     feeds = {"x": RNG.standard_normal((5, 2, INPUT)).astype(np.float32)}
     feeds |= {f"{s}{k}": RNG.standard_normal((1, 2, HIDDEN)).astype(np.float32) for s in "hc" for k in (1, 2, 3)}
-    got = rnnloop.load(model, strict=True).run(None, feeds)
+    session = rnnloop.load(model, strict=True)
+    got = session.run(None, feeds)
     want = rnnloop.load(model, backend="interp").run(None, feeds)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    # The first layer reads the model's input and the others arrays the kernel made; every call site
+    # of the shared function passes views of layout 'A' (x[:, :, :]), so that Numba compiles it once,
+    # not once per layout of its arguments.
+    (label, source), = session.kernel_sources()
+    calls = re.findall(r"= inner_loop1\((.*)\)$", source, re.M)
+    assert len(calls) == 3
+    for call in calls:  # h and c of rank 2, x of rank 3
+        assert re.findall(r"\w(\[:(?:, :)*\])", call) == ["[:, :]", "[:, :]", "[:, :, :]"], call
 
 
 @pytest.mark.parametrize("layer", [1, 2, 3])
