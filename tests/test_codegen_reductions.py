@@ -166,6 +166,15 @@ def special_values(dtype: str) -> np.ndarray:
     return x
 
 
+def long_special_values(dtype: str) -> np.ndarray:
+    """Rows of 40 (maxima and sums over eight lanes) with a NaN, an inf and a row of -inf."""
+    x = data(dtype, (2, 3, 40), 3, "normal")
+    x[0, 1, 17] = np.nan
+    x[1, 0, 33] = np.inf
+    x[1, 2, :] = -np.inf
+    return x
+
+
 def wrapping(dtype: str) -> np.ndarray:
     """Values whose sums, products and squares overflow the integer type."""
     return data(dtype, (2, 3, 4), 0) * (np.iinfo(dtype).max // 3) + 7
@@ -179,6 +188,7 @@ FEEDS = {
     "normal": lambda dtype: feeds_for(dtype, (3, 5, 7), "normal"),
     "long rows": lambda dtype: feeds_for(dtype, (2, 3, 300), "normal"),  # pairwise sums of 300
     "special": lambda dtype: {**feeds_for(dtype, (2, 3, 4)), "x0": special_values(dtype)},
+    "long special": lambda dtype: {**feeds_for(dtype, (2, 3, 40), "normal"), "x0": long_special_values(dtype)},
     "wrapping": lambda dtype: {**feeds_for(dtype, (2, 3, 4)), "x0": wrapping(dtype)},
     "empty B": lambda dtype: feeds_for(dtype, (2, 0, 4)),
     "empty A": lambda dtype: feeds_for(dtype, (0, 3, 4)),
@@ -189,7 +199,7 @@ FEEDS = {
 def feeds_of(dtype: str, group: str) -> list[str]:
     kinds = ["ties", "no iterations"]
     if dtype.startswith("float"):
-        kinds += ["normal", "long rows", "special"]
+        kinds += ["normal", "long rows", "special", "long special"]
     else:
         kinds += ["wrapping"]
     if group != "arg":

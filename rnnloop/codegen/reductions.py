@@ -445,8 +445,11 @@ def _softmax_function(op_type: str, dtype: np.dtype, rank: int, axis: int, pairw
         with _loops(e, lanes.post):
             e(f"{m} = {literal(-np.inf, dtype)}")
             e(f"{s} = {zero}")
-        with lanes.along(e):
-            e(f"{m} = _m.maximum({m}, {xj})")
+        if pairwise:  # (along the last axis, so a lane is one row: eight running maxima)
+            e(f"{m} = _m.max_of({lanes.x(':')}, 0, x.shape[{axis}]) if x.shape[{axis}] else {m}")
+        else:
+            with lanes.along(e):
+                e(f"{m} = _m.maximum({m}, {xj})")
         with lanes.along(e):
             e(f"{oj} = {shifted}")
             if not pairwise:
