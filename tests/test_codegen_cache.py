@@ -354,3 +354,23 @@ def test_undeletable_broken_index_still_runs(tmp_path, monkeypatch):
         assert module.kernel(np.arange(5.0)) == EXPECTED
     messages = [str(w.message) for w in caught if "rnnloop" in str(w.message)]
     assert len(messages) == 2 and "unreadable" in messages[0] and "could not save" in messages[1]
+
+
+def test_code_compiled_at_another_optimisation_level_is_cached_apart(monkeypatch):
+    """Numba's cache does not key code by NUMBA_OPT (the tests compile at 1, users at 3): rnnloop's
+    kernel names and helper folders do, so one never loads the other's code."""
+    from numba.core import config
+
+    from rnnloop.codegen import mathfn
+
+    def keys():
+        kernel = cache._environment.__wrapped__(cache.CODEGEN_VERSION, cache.RUNTIME_MODULES)
+        helpers = cache._runtime_locator_class()(mathfn.exp_f32.py_func, mathfn.__file__).get_cache_path()
+        return kernel, helpers
+
+    monkeypatch.setattr(config, "OPT", type(config.OPT)(3))
+    at_3 = keys()
+    monkeypatch.setattr(config, "OPT", type(config.OPT)(1))
+    at_1 = keys()
+    assert at_1[0] != at_3[0]
+    assert at_1[1] == at_3[1] + "-O1"
