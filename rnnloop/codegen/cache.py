@@ -296,8 +296,9 @@ def _runtime_locator_class() -> type:
             folder = self.get_suitable_cache_subpath(py_file)
             if os.environ.get("RNNLOOP_BLAS", "") == "scipy":
                 folder += "-scipy"
-            if _opt_level() != "3":
-                folder += f"-O{_opt_level()}"
+            level = _opt_level()
+            if level != "3":
+                folder += f"-O{level}"
             self._cache_path = str((_runtime_root or cache_dir() / "runtime") / folder)
 
         def get_cache_path(self):
