@@ -13,6 +13,7 @@ from rnnloop.builder import Builder
 from rnnloop.ir import Graph, Slice, Stack, TensorType
 
 IR_VERSION = 8  # onnxruntime reads at most 13; onnx 1.23 writes 14 by default
+SLOW = False  # whether this run takes the tests marked slow (--slow): conftest.py sets it before collecting
 
 
 def parse(text: str, opset: int = 17, check: bool = True) -> onnx.ModelProto:

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from helpers import parse, run, run_fused
+from helpers import parse, run, run_fused, thin
 
 import rnnloop
 from rnnloop.codegen import fusion
@@ -149,8 +149,10 @@ def test_views_nobody_reads_are_not_built_and_sizes_are_checked_once():
     assert nest.count("_r.broadcast_dim(") == 2
 
 
-@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
-@pytest.mark.parametrize("a, b, out", [([3, 4], [4], [3, 4]), ([3, 1], [1, 4], [3, 4]), ([4], [4], [4])])
+# (every op and every shape in the default run: a kernel each, seconds with a cold cache)
+@pytest.mark.parametrize("a, b, out, op", thin([(*shapes, op) for shapes in (([3, 4], [4], [3, 4]), ([3, 1], [1, 4], [3, 4]),
+                                                                          ([4], [4], [4]))
+                                                for op in ("Add", "Sub", "Mul", "Div")], every=3))
 def test_one_binary_op_runs_as_the_runtime_helper(op, a, b, out, backend):
     """A lone Add, Sub, Mul or Div of arrays of rank 1 or 2 (a bias added to a product) calls
     runtime.binary_rows, compiled once per machine, instead of a nest compiled with the kernel."""

@@ -10,10 +10,18 @@ smoke set SMOKE (every loop-related test) in every run, and for every claimed te
 compiles its own kernel: about half an hour cold on 2 cores; CI runs it). The default run compiles
 every op elsewhere too: the elementwise ops one by one in test_codegen_scalar.py, the others in the
 tests of their modules and of the built-in models.
+
+onnx makes its node tests' data when their modules are imported, running its reference
+implementation. For the pools that takes 12 of the 16 seconds every test process spends on it (3-d
+pools, in Python), so the cases of SLOW_TO_MAKE are made, and run under both backends, only with
+--slow; tests/test_nn_ops.py checks the pools against onnxruntime, over a grid of their attributes,
+in every run.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 import warnings
 
@@ -21,16 +29,39 @@ import numpy as np
 import onnx
 import onnx.backend.test
 import pytest
-from onnx.backend.test.loader import load_model_tests
+import onnx.backend.test.case.node as node_cases
+import onnx.backend.test.runner
+from onnx.backend.test.case.utils import import_recursive
 
+import helpers
 import rnnloop
 import rnnloop.frontends.onnx  # registers the converters
 from rnnloop.backend import RnnloopBackend
 from rnnloop.frontends.registry import CONVERTERS
 
-with warnings.catch_warnings():  # the generators of some cases warn about their own data
-    warnings.simplefilter("ignore")
-    NODE_TESTS = load_model_tests(kind="node")
+# onnx's case modules whose data takes seconds to make (see the docstring): made only with --slow.
+SLOW_TO_MAKE = ("averagepool", "lppool", "maxpool")
+
+
+def _make_node_tests(slow: bool) -> tuple[list, set[str]]:
+    """onnx's node test cases (as onnx.backend.test.loader.load_model_tests(kind="node") makes
+    them), less those of SLOW_TO_MAKE unless `slow`, and the names of the cases of SLOW_TO_MAKE."""
+    slow_names: set[str] = set()
+    with warnings.catch_warnings():  # the generators of some cases warn about their own data
+        warnings.simplefilter("ignore")
+        for info in pkgutil.iter_modules(node_cases.__path__):
+            if info.name in SLOW_TO_MAKE and not slow:
+                continue
+            before = len(node_cases._NodeTestCases)
+            module = importlib.import_module(f"{node_cases.__name__}.{info.name}")
+            if info.ispkg:
+                import_recursive(module)  # (skips ai.onnx.ml where onnx is built without it, as onnx does)
+            if info.name in SLOW_TO_MAKE:
+                slow_names |= {t.name for t in node_cases._NodeTestCases[before:]}
+    return list(node_cases._NodeTestCases), slow_names
+
+
+NODE_TESTS, MADE_SLOWLY = _make_node_tests(helpers.SLOW)
 
 CLAIMED = {op for fmt, op in CONVERTERS if fmt == "onnx"}
 
@@ -97,7 +128,13 @@ SMOKE = set(LOOP_TESTS)
 def _node_tests(backend: str, names: list[str], slow: set[str] = frozenset()) -> type:
     """onnx's OnnxBackendNodeModelTest running `names` (less EXCLUDED) with `backend`; only those are
     collected, and the ones in `slow` are marked slow."""
-    test = onnx.backend.test.BackendTest(_with_backend(backend), __name__)
+    loader = onnx.backend.test.runner.load_model_tests  # BackendTest takes its node tests from it
+    onnx.backend.test.runner.load_model_tests = lambda kind=None, **kw: NODE_TESTS if kind == "node" else loader(
+        kind=kind, **kw)
+    try:
+        test = onnx.backend.test.BackendTest(_with_backend(backend), __name__)
+    finally:
+        onnx.backend.test.runner.load_model_tests = loader
     case = test.test_cases["OnnxBackendNodeModelTest"]
     keep = set(names) - set(EXCLUDED)
     for attr in [a for a in vars(case) if a.startswith("test_")]:
@@ -109,8 +146,9 @@ def _node_tests(backend: str, names: list[str], slow: set[str] = frozenset()) ->
     return case
 
 
-OnnxBackendNodeModelTest = _node_tests("numba", SELECTED, slow=set(SELECTED) - SMOKE)
-InterpOnnxBackendNodeModelTest = type("InterpOnnxBackendNodeModelTest", (_node_tests("interp", SELECTED),), {})
+OnnxBackendNodeModelTest = _node_tests("numba", SELECTED, slow=set(SELECTED) - SMOKE | MADE_SLOWLY)
+InterpOnnxBackendNodeModelTest = type("InterpOnnxBackendNodeModelTest",
+                                      (_node_tests("interp", SELECTED, slow=MADE_SLOWLY),), {})
 
 
 def test_every_loop_related_node_test_is_claimed_and_not_excluded():
