@@ -22,12 +22,6 @@ os.environ.setdefault("NUMBA_OPT", "1")
 
 BACKENDS = ("interp", "numba")
 
-# Test files that compile the same expensive helpers, by the one pytest-xdist worker that runs them all
-# (addopts: --dist loadgroup): rnnloop's convolution entries take 40 s to compile at -O1 with a cold
-# cache, and two workers running Conv tests each compiled them.
-XDIST_GROUPS = {"test_conv.py": "conv", "test_frontend_models.py": "conv", "test_nn_ops.py": "conv",
-                "test_quant.py": "conv"}
-
 
 @pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
@@ -65,16 +59,13 @@ def pytest_configure(config) -> None:
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Deselect the slow tests unless --slow; turn numba_bug marks into strict xfails of the numba
-    cases only; put the tests of XDIST_GROUPS' files in their groups."""
+    cases only."""
     if not config.getoption("--slow"):
         slow = [item for item in items if item.get_closest_marker("slow")]
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if not item.get_closest_marker("slow")]
     for item in items:
-        group = XDIST_GROUPS.get(item.path.name)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
         callspec = getattr(item, "callspec", None)
         if callspec is None or callspec.params.get("backend") != "numba":
             continue

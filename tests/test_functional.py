@@ -182,8 +182,8 @@ def test_traced_scan_exports_to_onnx_that_onnxruntime_runs(tmp_path):
     assert (tmp_path / "encode.onnx").exists()
     expected = traced(h, xs)
     got = run_onnxruntime(model, {"h": h, "xs": xs})
-    for a, b in zip(got, expected):
-        np.testing.assert_allclose(a, b, rtol=1e-5)
+    for a, b in zip(got, expected):  # float32 sums in two engines' orders: an absolute bound near 0 too
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_traced_while_and_fori_loops_export_to_onnx():
