@@ -223,7 +223,7 @@ def matmul_integer(a, b, za, zb, out, packed, colsum):
     if HAVE_AVX2 and n > 0 and packed.shape[0] == (n + LANES - 1) // LANES and packed.shape[1] == (k + 1) // 2 \
             and colsum.shape[0] == n:
         raw = np.empty((2, packed.shape[0] * LANES), np.int32)
-        m = 0
+        m = np.int64(0)  # not the literal 0: Numba would compile _packed_rows for Literal[int](0) too
         while m < m_rows:
             two = m + 1 < m_rows
             _packed_rows(a, packed, raw, m, two)
