@@ -14,11 +14,12 @@ import pytest
 # One thread per session unless a test asks for more (tests/test_threads.py): pytest-xdist already
 # runs a test per core, and results compared bit for bit across sessions must not depend on splits.
 os.environ.setdefault("RNNLOOP_NUM_THREADS", "1")
-# Kernels compile at LLVM's -O1 here unless NUMBA_OPT says otherwise: a third less compile time,
-# which is most of a cold run, and the same results (rnnloop's code has no fast-math, so no level may
-# reorder its float arithmetic). rnnloop keys its cache by the level, so this code never loads in a
-# user's process at the default -O3; CI runs the slow tests at -O3.
-os.environ.setdefault("NUMBA_OPT", "1")
+# Kernels compile at LLVM's -O0 here unless NUMBA_OPT says otherwise: the least compile time, which
+# is most of a cold run, and the same results (rnnloop's code has no fast-math, so no level may reorder
+# its float arithmetic). At -O0 Numba would cache nothing that calls another jitted function;
+# rnnloop.codegen.numba_fixes lets it. rnnloop keys its cache by the level, so this code never loads in
+# a user's process at -O3; CI runs the slow tests at -O3.
+os.environ.setdefault("NUMBA_OPT", "0")
 
 BACKENDS = ("interp", "numba")
 

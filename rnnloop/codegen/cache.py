@@ -35,6 +35,8 @@ import types
 import warnings
 from pathlib import Path
 
+from . import numba_fixes
+
 CODEGEN_VERSION = "1"  # bump when generated code changes meaning
 
 # rnnloop modules that generated code imports. Numba does not notice when a function a cached
@@ -337,6 +339,7 @@ def install_runtime_locator() -> None:
         if _runtime_root is not None:
             return
         _runtime_root = cache_dir() / "runtime"
+        numba_fixes.install()  # (before anything compiles)
         try:
             from numba.core import caching
             from numba.core.dispatcher import Dispatcher
