@@ -12,7 +12,7 @@ from helpers import parse
 import rnnloop
 from rnnloop.errors import RunError
 
-HIDDEN = 32  # (a folded bias of 4 x 32 values is passed in; one of at most 64 would be frozen into the code)
+HIDDEN = 16  # (a folded bias of 4 x 16 values, small enough to be a global of the module: each layer passes its own)
 INPUT = 24  # the first layer's input size: a layer's input size does not stop it sharing
 RNG = np.random.default_rng(3)
 

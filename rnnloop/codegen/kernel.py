@@ -384,9 +384,11 @@ class LoopGen:
         return str(code) if self.code_base is None else f"eb + {code - self.code_base}"
 
     def pass_constant(self, value: np.ndarray, hint: str) -> str:
-        """A name for `value`: a parameter its caller passes it to, or for a small value a global of
-        the module (ModuleGen.small_constant)."""
-        if value.size <= SMALL_CONSTANT:
+        """A name for `value`: a parameter its caller passes it to, or for a small value in an entry
+        function a global of the module (ModuleGen.small_constant). An inner loop takes even a small
+        one as a parameter (the caller passes the global; a native call unboxes nothing): two layers
+        that differ only in a bias then have one text, and share one function."""
+        if value.size <= SMALL_CONSTANT and self.code_base is None:
             return self.module.small_constant(value)
         arg = self.pre.fresh(hint)
         self.params.append(arg)
