@@ -357,7 +357,7 @@ def test_undeletable_broken_index_still_runs(tmp_path, monkeypatch):
 
 
 def test_code_compiled_at_another_optimisation_level_is_cached_apart(monkeypatch):
-    """Numba's cache does not key code by NUMBA_OPT (the tests compile at 1, users at 3): rnnloop's
+    """Numba's cache does not key code by NUMBA_OPT (the tests compile at 0, users at 3): rnnloop's
     kernel names and helper folders do, so one never loads the other's code."""
     from numba.core import config
 

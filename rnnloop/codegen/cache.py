@@ -120,7 +120,7 @@ def _environment(codegen_version: str, runtime_modules: tuple[str, ...]) -> str:
 
 
 def _opt_level() -> str:
-    """Numba's optimisation level (NUMBA_OPT: 3 unless set; the tests compile at 1). Numba's cache
+    """Numba's optimisation level (NUMBA_OPT: 3 unless set; the tests compile at 0). Numba's cache
     does not key code by it, so rnnloop does: code compiled at another level must never load in a
     process that runs at 3, where it would be correct but slower."""
     from numba.core import config
