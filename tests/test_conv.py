@@ -39,7 +39,8 @@ def conv_model(cases: list[dict], *, const_w: bool = True, dtype=np.float32, ops
     nodes, inputs, outputs, inits, feeds = [], [], [], [], {}
     for k, case in enumerate(cases):
         x = RNG.standard_normal(case["x"]).astype(dtype)
-        w = RNG.standard_normal(case["w"]).astype(dtype)
+        # (scaled by the inputs each output sums, as initialised weights are: outputs of about 1)
+        w = (RNG.standard_normal(case["w"]) / np.sqrt(max(1, np.prod(case["w"][1:])))).astype(dtype)
         channels = case["w"][0] if case["op"] == "Conv" else case["w"][1] * case.get("attrs", {}).get("group", 1)
         names = [f"x{k}", f"W{k}"]
         shape = [f"n{k}", f"c{k}"] + [f"s{k}_{a}" for a in range(len(case["x"]) - 2)] if symbolic else case["x"]
@@ -219,7 +220,12 @@ PATHS = [conv([1, 16, 9, 7], [16, 16, 3, 3], bias=True, pads=[1, 1, 1, 1]),
          conv([2, 8, 6, 5], [12, 4, 1, 1], group=2),
          conv([1, 12, 30], [12, 1, 11], bias=True, group=12, pads=[5, 5]),
          conv([1, 6, 30], [12, 1, 5], group=6, strides=[2], dilations=[2], auto_pad="SAME_UPPER"),
-         conv([1, 1, 12, 20], [8, 1, 3, 3], bias=True, pads=[1, 1, 1, 1])]
+         conv([1, 1, 12, 20], [8, 1, 3, 3], bias=True, pads=[1, 1, 1, 1]),
+         # Winograd on panels (128 input channels or more): more tiles than a product's rows (T 132), a last
+         # panel and vector of channels cut (M 20), an odd length cut from the last pair
+         conv([1, 128, 24, 22], [20, 128, 3, 3], bias=True, pads=[1, 1, 1, 1]),
+         conv([2, 128, 5, 7], [20, 128, 3, 3], pads=[0, 1, 1, 0]),
+         conv([1, 128, 9], [20, 128, 3], bias=True, pads=[1, 1])]
 
 
 # (every path of both entries compiles: a minute and a half cold; the default run compiles the
@@ -233,6 +239,15 @@ def test_every_path_of_the_compiled_convolution_matches_the_interpreter(dtype):
         session = load_compiled(model)
         assert_same(session.run(None, feeds), rnnloop.load(model, backend="interp").run(None, feeds),
                     rtol=rtol, atol=rtol)
+
+
+def test_winograd_on_panels_matches_the_interpreter():
+    """128 input channels or more: the products run on panels made at load (conv_rt._winograd_products)."""
+    model, feeds = conv_model(PATHS[-3:], const_w=True)
+    session = load_compiled(model)
+    [(_, source)] = session.kernel_sources()
+    assert "conv_winograd_float32" in source and "conv_winograd_1d_float32" in source and "k_winograd" in source
+    assert_same(session.run(None, feeds), rnnloop.load(model, backend="interp").run(None, feeds), rtol=1e-4, atol=1e-5)
 
 
 def test_winograd_is_taken_for_a_constant_3x3_or_3_tap_weight_of_16_channels():

@@ -18,6 +18,8 @@ import numpy as np
 from ..interp.conv_ops import AUTO_PADS
 from ..ir import Op
 from .emitter import NoRule, Var, shape_tuple
+from . import simd
+from .conv_rt import PACKED_MIN_CHANNELS
 from .kernel import LoopGen, emits
 
 WINOGRAD_MIN_CHANNELS = 16  # input and output channels from which a 3x3 or 3-tap convolution takes Winograd's path
@@ -31,6 +33,16 @@ def winograd_kernels(w: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.einsum("ia,mca->imc", G, w.astype(np.float64)).astype(w.dtype))
     u = np.einsum("ia,mcab,jb->ijmc", G, w.astype(np.float64), G)
     return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1]).astype(w.dtype))
+
+
+def winograd_panels(w: np.ndarray) -> np.ndarray:
+    """The kernels of a Conv of PACKED_MIN_CHANNELS input channels or more: winograd_kernels(w)
+    [F, M, C] as the panels of F products by [C, M] (simd.pack_weights of each transposed), one
+    after the other, [F * ceil(M / P), C, P]."""
+    panels = [simd.pack_weights(np.ascontiguousarray(k.T)) for k in winograd_kernels(w)]
+    out = simd.aligned_empty((len(panels) * panels[0].shape[0],) + panels[0].shape[1:], w.dtype)
+    out[...] = np.concatenate(panels)
+    return out
 
 
 def winograd_fits(w_shape, strides, dilations, group: int) -> bool:
@@ -155,7 +167,7 @@ def emit_conv(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     value = g.const(op.inputs[1])
     none = np.empty((0, 0, 0), dtype)
     if value is not None and value.dtype == dtype and winograd_fits(value.shape, strides, dilations, group):
-        kernels = g.pass_constant(winograd_kernels(value), "k_winograd")  # laid out once, at load
+        kernels = g.pass_constant(winograd_panels(value) if value.ndim == 4 and value.shape[1] >= PACKED_MIN_CHANNELS else winograd_kernels(value), "k_winograd")  # laid out once, at load
         path = "conv_winograd" if value.ndim == 4 else "conv_winograd_1d"
         _call(g, op, f"{path}_{dtype.name}", args + [kernels, geometry])
     elif value is not None:  # (the path known from W's shape: only its entry compiles)

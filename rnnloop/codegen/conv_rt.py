@@ -18,9 +18,14 @@ onnxruntime 1.32 on one thread, whose time is in parentheses; the machine shared
   position: 13 against 23 µs by gemm.
 - Winograd's F(2x2, 3x3) and F(2, 3) for 3x3 and 3-tap convolutions of stride and dilation 1, one
   group and conv.WINOGRAD_MIN_CHANNELS channels each way, the kernels transformed at load: 2.25
-  (1.5) times fewer multiplications, in 16 (4) BLAS products [M, C] x [C, tiles]. The CRNN layers
-  64 -> 128 on 16x50 and 128 -> 256 on 8x25: 1805 -> 991 (1295) and 1470 -> 1039 (1227) µs; the
-  3-tap Conv1d of 128 channels on 64 steps: products 72 -> 55 µs.
+  (1.5) times fewer multiplications, in 16 (4) products. The CRNN layers 64 -> 128 on 16x50 and
+  128 -> 256 on 8x25: 1805 -> 991 (1295) and 1470 -> 1039 (1227) µs; the 3-tap Conv1d of 128
+  channels on 64 steps: products 72 -> 55 µs. With PACKED_MIN_CHANNELS input channels or more, a
+  3x3 convolution's products, [tiles, C] x [C, M], run on the kernels packed as panels at load
+  (simd.py) instead of BLAS, which packs [M, C] again for every product of only 26-52 tiles: in
+  one run of each, BLAS against panels, CRNN 128 -> 256 on 8x25 0.99 -> 0.83 of onnxruntime's
+  time, 256 -> 256 on 8x25 1.03 -> 0.89, on 4x25 1.26 -> 0.91; with 64 channels panels were slower
+  (1.09 against 0.89 on 16x50), and so was the 3-tap Conv1d of 128 (65 against 62 µs of products).
 - _small_product for inner dimensions up to SMALL_K (the first CRNN layer, 1 -> 64 channels 3x3:
   9): four output rows by two vectors accumulated in registers, the bias added in: 64 x 9 x 3200,
   50 µs against 75 by BLAS, whose blocking costs more than it saves at that depth.
@@ -56,13 +61,14 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import blas
-from .simd import _lanes, _vfma, _vload, _vsplat, _vstore  # (vector operations of Numba code: see simd.py)
+from .simd import MAX_ROWS, _lanes, _vfma, _vload, _vsplat, _vstore, multiply  # (vector operations: see simd.py)
 
 _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64  # called on views of layout 'A' only (x[a:b, :],
 #   not x[a:b]): one compiled product per dtype serves every call
 CHUNK = 1 << 20  # elements of columns made per product (4 MiB of float32)
 SMALL_K = 16  # inner dimensions (C / group * kernel size) up to which _small_product beats BLAS (64 rows: 9 taps 50
 #               against 75 µs, 18: 97 against 121, 27: 153 against 160, 36: 295 against 198)
+PACKED_MIN_CHANNELS = 128  # input channels from which Winograd's products run on panels made at load (simd.py)
 GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
 
 
@@ -115,11 +121,10 @@ def conv_product(dtype, xa, wa, ba, oa, ka, sa):
 @njit(nogil=True, inline="always")
 def conv_winograd(dtype, xa, wa, ba, oa, ka, sa):
     x, w, bias, out, geometry, kernels = _arguments(dtype, xa, wa, ba, oa, ka, sa)
-    if (not _agree(x, w, bias, out, geometry) or kernels.shape[0] != 16 or kernels.shape[1] != w.shape[0]
-            or kernels.shape[2] != w.shape[1] or not _winograd_fits(x, w, geometry, 16)):
+    if (not _agree(x, w, bias, out, geometry) or not _kernels_fit(kernels, w, 16)
+            or not _winograd_fits(x, w, geometry, 16)):
         return 1
-    _winograd(x, kernels, bias, out, geometry)
-    return 0
+    return _winograd(x, kernels, bias, out, geometry)
 
 
 @njit(nogil=True, inline="always")
@@ -388,25 +393,58 @@ def _a(p0, p1, p2, p3):
 
 
 @njit(nogil=True, inline="always")
+def _kernels_fit(kernels, w, transforms):
+    """Whether `kernels` holds w's [M, C, ...] `transforms` kernels in Winograd's domain, [transforms, M, C],
+    or for C of at least PACKED_MIN_CHANNELS their transposes as panels (simd.pack), one after the other."""
+    M, C = w.shape[0], w.shape[1]
+    if C < PACKED_MIN_CHANNELS:
+        return kernels.shape[0] == transforms and kernels.shape[1] == M and kernels.shape[2] == C
+    width = 2 * _lanes(kernels)
+    return kernels.shape[0] == transforms * ((M + width - 1) // width) and kernels.shape[1] == C and kernels.shape[2] == width
+
+
+@njit(nogil=True, inline="always")
+def _winograd_products(V, kernels, P):
+    """P[:, f, :] = V[f]^T @ kernels[f]^T, [T, M], for each transform f of V [F, C, T] and the kernels
+    (see _kernels_fit), by BLAS or on the panels; False when the panels do not serve (a bug of ours)."""
+    F, C, T = V.shape
+    if C < PACKED_MIN_CHANNELS:
+        for f in range(F):
+            _MATMUL(V[f, :, :].T, kernels[f, :, :].T, P[:, f, :])
+        return True
+    count = kernels.shape[0] // F
+    for f in range(F):
+        for t0 in range(0, T, MAX_ROWS):
+            t1 = min(T, t0 + MAX_ROWS)
+            if not multiply(V[f, :, t0:t1].T, kernels[f * count:(f + 1) * count], P[t0:t1, f, :], False):
+                return False
+    return True
+
+
+@njit(nogil=True, inline="always")
 def _winograd(x, kernels, bias, out, geometry):
     ph, pw = geometry[7], geometry[8]
     N, C, H, W = x.shape[0], x.shape[1], x.shape[3], x.shape[4]
-    M = kernels.shape[1]
+    M = out.shape[1]
     OH, OW = out.shape[3], out.shape[4]
     TH, TW = (OH + 1) // 2, (OW + 1) // 2
     T = TH * TW
     Hp, Wp = max(H + ph, 2 * TH + 2), max(W + pw, 2 * TW + 2)
     xp = np.zeros((C, 1, Hp, Wp), out.dtype)
     V = np.empty((16, C, T), out.dtype)
-    P = np.empty((M, 16, T), out.dtype)
-    Y = np.empty((4, M, T), out.dtype)
+    # Per tile, then transform (not [16, T, M]: a tile's 16 rows would lie T x M elements apart, often a
+    # multiple of 4 KiB, in one set of L1; the output transform of 200 tiles took 4x longer).
+    P = np.empty((T, 16, M), out.dtype)
+    Y = np.empty((T, 4, M), out.dtype)
+    b = bias if bias.size else np.zeros(M, out.dtype)
     for n in range(N):
         _pad(x, n, 0, xp, 0, ph, pw)
         _winograd_inputs(xp.reshape((C, Hp, Wp)), V, TH, TW)
-        for f in range(16):
-            _MATMUL(kernels[f, :, :], V[f, :, :], P[:, f, :])
-        _winograd_outputs(P, bias, Y)
+        if not _winograd_products(V, kernels, P):
+            return 1
+        _winograd_outputs(P, b, Y)
         _winograd_scatter(Y, out[n].reshape((M, OH, OW)), TH, TW)
+    return 0
 
 
 @njit(nogil=True, inline="always")
@@ -449,66 +487,63 @@ def _va(p0, p1, p2, p3, one, minus):
 
 @njit(nogil=True, inline="always")
 def _winograd_outputs(P, bias, Y):
-    """Y[2 i + j, m, t] = (A^T p A)[i, j] + bias[m], p the 16 values P[m, :, t] (P [M, 16, T]): along t
-    in vectors of simd.py's width (its loads and stores: Numba's loops over these many arrays did
-    not vectorise; 206 -> 60 µs at 128 channels of 200 tiles)."""
-    M, _, T = P.shape
+    """Y[t, 2 i + j, m] = (A^T p A)[i, j] + bias[m], p the 16 values P[t, :, m] (P [T, 16, M]): along m
+    in vectors of simd.py's width."""
+    T, _, M = P.shape
     pf, yf = P.reshape(-1), Y.reshape(-1)
     lanes = _lanes(yf)
-    whole = T - T % lanes
-    plane = M * T
+    whole = M - M % lanes
     unit = np.ones(2, yf.dtype)
     unit[1] = -unit[1]
     one, minus = _vsplat(unit[0]), _vsplat(unit[1])
-    for m in range(M):
-        b = bias[m] if bias.size else unit[0] - unit[0]
-        bv = _vsplat(b)
-        p, y = m * 16 * T, m * T
-        for t in range(0, whole, lanes):
-            k = p + t
-            s00, s10 = _va(_vload(pf, k), _vload(pf, k + 4 * T), _vload(pf, k + 8 * T), _vload(pf, k + 12 * T), one, minus)
-            k += T
-            s01, s11 = _va(_vload(pf, k), _vload(pf, k + 4 * T), _vload(pf, k + 8 * T), _vload(pf, k + 12 * T), one, minus)
-            k += T
-            s02, s12 = _va(_vload(pf, k), _vload(pf, k + 4 * T), _vload(pf, k + 8 * T), _vload(pf, k + 12 * T), one, minus)
-            k += T
-            s03, s13 = _va(_vload(pf, k), _vload(pf, k + 4 * T), _vload(pf, k + 8 * T), _vload(pf, k + 12 * T), one, minus)
+    for t in range(T):
+        for m in range(0, whole, lanes):
+            k, y = 16 * t * M + m, 4 * t * M + m
+            bv = _vload(bias, m)
+            s00, s10 = _va(_vload(pf, k), _vload(pf, k + 4 * M), _vload(pf, k + 8 * M), _vload(pf, k + 12 * M), one, minus)
+            k += M
+            s01, s11 = _va(_vload(pf, k), _vload(pf, k + 4 * M), _vload(pf, k + 8 * M), _vload(pf, k + 12 * M), one, minus)
+            k += M
+            s02, s12 = _va(_vload(pf, k), _vload(pf, k + 4 * M), _vload(pf, k + 8 * M), _vload(pf, k + 12 * M), one, minus)
+            k += M
+            s03, s13 = _va(_vload(pf, k), _vload(pf, k + 4 * M), _vload(pf, k + 8 * M), _vload(pf, k + 12 * M), one, minus)
             y00, y01 = _va(s00, s01, s02, s03, one, minus)
             y10, y11 = _va(s10, s11, s12, s13, one, minus)
-            _vstore(yf, y + t, _vfma(one, bv, y00))
-            _vstore(yf, plane + y + t, _vfma(one, bv, y01))
-            _vstore(yf, 2 * plane + y + t, _vfma(one, bv, y10))
-            _vstore(yf, 3 * plane + y + t, _vfma(one, bv, y11))
-        for t in range(whole, T):  # the last tiles
-            k = p + t
-            s00, s10 = _a(pf[k], pf[k + 4 * T], pf[k + 8 * T], pf[k + 12 * T])
-            s01, s11 = _a(pf[k + T], pf[k + 5 * T], pf[k + 9 * T], pf[k + 13 * T])
-            s02, s12 = _a(pf[k + 2 * T], pf[k + 6 * T], pf[k + 10 * T], pf[k + 14 * T])
-            s03, s13 = _a(pf[k + 3 * T], pf[k + 7 * T], pf[k + 11 * T], pf[k + 15 * T])
+            _vstore(yf, y, _vfma(one, bv, y00))
+            _vstore(yf, y + M, _vfma(one, bv, y01))
+            _vstore(yf, y + 2 * M, _vfma(one, bv, y10))
+            _vstore(yf, y + 3 * M, _vfma(one, bv, y11))
+        for m in range(whole, M):  # the last channels
+            k, y = 16 * t * M + m, 4 * t * M + m
+            s00, s10 = _a(pf[k], pf[k + 4 * M], pf[k + 8 * M], pf[k + 12 * M])
+            s01, s11 = _a(pf[k + M], pf[k + 5 * M], pf[k + 9 * M], pf[k + 13 * M])
+            s02, s12 = _a(pf[k + 2 * M], pf[k + 6 * M], pf[k + 10 * M], pf[k + 14 * M])
+            s03, s13 = _a(pf[k + 3 * M], pf[k + 7 * M], pf[k + 11 * M], pf[k + 15 * M])
             y00, y01 = _a(s00, s01, s02, s03)
             y10, y11 = _a(s10, s11, s12, s13)
-            yf[y + t], yf[plane + y + t] = y00 + b, y01 + b
-            yf[2 * plane + y + t], yf[3 * plane + y + t] = y10 + b, y11 + b
+            yf[y], yf[y + M] = y00 + bias[m], y01 + bias[m]
+            yf[y + 2 * M], yf[y + 3 * M] = y10 + bias[m], y11 + bias[m]
 
 
 @njit(nogil=True, inline="always")
 def _winograd_scatter(Y, out, TH, TW):
-    """out[m, 2 th + i, 2 tw + j] = Y[2 i + j, m, th * TW + tw] for the outputs out [M, OH, OW] has
-    (the last tiles' may be cut). (Flat unsigned indices, as _run.)"""
+    """out[m, 2 th + i, 2 tw + j] = Y[th * TW + tw, 2 i + j, m] for the outputs out [M, OH, OW] has
+    (the last tiles' may be cut), 16 channels at a time: each line of Y is read once from L2, then
+    from L1. (Flat unsigned indices, as _run.)"""
     M, OH, OW = out.shape
-    T = TH * TW
     yf, of = Y.reshape(-1), out.reshape(-1)
-    plane, one, two = np.uint64(M * T), np.uint64(1), np.uint64(2)
+    one, two, step, tile = np.uint64(1), np.uint64(2), np.uint64(M), np.uint64(4 * M)
     pairs = np.uint64(OW // 2)
-    for m in range(M):
+    for m0 in range(0, M, 16):
         for oh in range(OH):
-            src = np.uint64(2 * (oh % 2)) * plane + np.uint64(m * T + (oh // 2) * TW)
-            dst = np.uint64((m * OH + oh) * OW)
-            for tw in range(pairs):
-                of[dst + two * tw] = yf[src + tw]
-                of[dst + two * tw + one] = yf[src + plane + tw]
-            if OW % 2:
-                of[dst + two * pairs] = yf[src + pairs]
+            for m in range(m0, min(M, m0 + 16)):
+                src = np.uint64(((oh // 2) * TW * 4 + 2 * (oh % 2)) * M + m)
+                dst = np.uint64((m * OH + oh) * OW)
+                for tw in range(pairs):
+                    of[dst + two * tw] = yf[src + tw * tile]
+                    of[dst + two * tw + one] = yf[src + tw * tile + step]
+                if OW % 2:
+                    of[dst + two * pairs] = yf[src + pairs * tile]
 
 
 @njit(nogil=True, inline="always")
