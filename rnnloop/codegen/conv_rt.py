@@ -33,20 +33,22 @@ onnxruntime 1.32 on one thread, whose time is in parentheses; the machine shared
   meets, added to the output row; a product would have one row per group.
 
 The whole Conv, rnnloop's session.run and onnxruntime's as benchmarks/bench_conv.py times them
-(python benchmarks/bench_conv.py 7, three times, load ~3: rnnloop's time over onnxruntime's, the
-median of the three runs' medians and the range of all 21 rounds of 9 interleaved calls; µs per
-call of the first run, onnxruntime's in parentheses):
+(python benchmarks/bench_conv.py 5, on 2026-11-26, after the panels above: rnnloop's time over
+onnxruntime's, the median and range of 5 rounds of 9 interleaved calls; µs per call, onnxruntime's
+in parentheses; the same shapes ranged about 0.1 either way between runs):
 
-    STFT 258 x 256 taps, hop 128, 576 samples    29 µs  (37)    0.90 (0.70-0.97)
-    Conv1d 3 taps, 128 channels, 64 steps        77     (93)    0.81 (0.74-0.91)
-    Conv1d 3 taps, 64 channels, 64 steps         45     (58)    0.80 (0.74-1.00)
-    CRNN 3x3, 1 -> 64 on 32x100                  151    (154)   0.94 (0.86-1.05)
-    CRNN 3x3, 64 -> 128 on 16x50                 1043   (1365)  0.76 (0.68-0.87)
-    CRNN 3x3, 128 -> 256 on 8x25                 1478   (1514)  0.89 (0.81-1.03)
-    depthwise Conv1d, 128 channels, 11 taps      36     (59)    0.64 (0.45-0.72)
+    STFT 258 x 256 taps, hop 128, 576 samples    47 µs  (48)    1.01 (0.97-1.03)
+    Conv1d 3 taps, 128 channels, 64 steps        111    (123)   0.92 (0.88-0.93)
+    Conv1d 3 taps, 64 channels, 64 steps         49     (56)    0.86 (0.67-0.89)
+    CRNN 3x3, 1 -> 64 on 32x100                  165    (170)   0.97 (0.87-0.98)
+    CRNN 3x3, 64 -> 128 on 16x50                 1285   (1374)  0.92 (0.82-0.96)
+    CRNN 3x3, 128 -> 256 on 8x25                 1005   (1366)  0.72 (0.68-0.88)
+    CRNN 3x3, 256 -> 256 on 8x25                 2681   (2892)  0.93 (0.90-0.95)
+    CRNN 3x3, 256 -> 256 on 4x25                 1359   (1461)  0.90 (0.87-0.95)
+    depthwise Conv1d, 128 channels, 11 taps      50     (114)   0.42 (0.40-0.45)
 
-(the first and last CRNN layers are closest to onnxruntime's time: the 1 -> 64 layer writes 800 KiB
-of output from 9 products per element, and the 128 -> 256 layer's Winograd products have 52 columns.)
+(the STFT and the first CRNN layer are closest to onnxruntime's time: the STFT reads its 258 x 256
+weights once per frame, and the 1 -> 64 layer writes 800 KiB of output from 9 products per element.)
 """
 
 from __future__ import annotations

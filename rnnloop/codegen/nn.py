@@ -12,8 +12,9 @@ writes buffers the kernel allocated. The semantics are the interpreter's (rnnloo
   sequential sum cannot vectorise), and are rounded to the computation type once; a mean or norm
   is applied by multiplying with its reciprocal. Normalised rows are contiguous runs of the input
   (np.ascontiguousarray: a view of a C-contiguous input, a copy of another).
-- Loops index views by loop counters alone where they can: Numba then knows the index is not
-  negative, and drops the wraparound test that would keep the loop from vectorising.
+- Loops index by loop counters or unsigned values where they can: Numba then knows the index is
+  not negative, and drops the wraparound test that would keep the loop from vectorising. Pools
+  index their rows rather than take a view of each (_row): a view costs reference counting.
 """
 
 from __future__ import annotations
