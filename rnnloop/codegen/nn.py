@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import ExitStack
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -294,15 +294,15 @@ def _pool_term(pool: _Pool, dtype: np.dtype, v: str) -> str:
     return f"abs({v})" if pool.p == 1 else f"{v} * {v}" if pool.p == 2 else f"abs({v}) ** {literal(pool.p, dtype)}"
 
 
-def _row(array: str, idx: list[str]) -> callable:
+def _row(array: str, idx: list[str]) -> Callable[[str], str]:
     """The element at a position of one row of `array`, the row's indices `idx` before it: rows are
     indexed, not taken as views (a view per row costs its reference counting: a 2x2 MaxPool over
     128 x 16 x 50 took 114 µs with views, 35 without)."""
     return lambda at: f"{array}[{', '.join(idx + [at])}]"
 
 
-def _pool_edges(e: Emitter, pool: _Pool, dtype: np.dtype, xr, dr, ir=None, where: str | None = None,
-                raw: bool = True) -> None:
+def _pool_edges(e: Emitter, pool: _Pool, dtype: np.dtype, xr: Callable[[str], str], dr: Callable[[str], str],
+                ir: Callable[[str], str] | None = None, where: str | None = None, raw: bool = True) -> None:
     """The positions of the last axis with a tap outside the row (xr into dr: _row's), each tap checked
     (`raw`: xr is the input, whose values LpPool raises to p; otherwise a pass already did)."""
     last = pool.nd - 1
@@ -390,16 +390,18 @@ def _pool_row_pass(e: Emitter, pool: _Pool, dtype: np.dtype, a: int, before_dims
             # that Numba has no wraparound test in the inner loop, which vectorises)
             e("pu = np.uint64(p)")
             srow, drow = _row(src, before + ["pu"]), _row(dst, before + ["i"])
+            if pool.indices:
+                sirow, dirow = _row(src_index, before + ["pu"]), _row(dst_index, before + ["i"])
             inner = ", ".join(after)
             with _loops(e, after, after_dims):
                 e(f"v = {_pool_term(pool, dtype, srow(inner)) if src == 'xp' else srow(inner)}")
                 e(f"acc = {drow(inner)}")
                 if pool.indices:
-                    e(f"si = {_row(src_index, before + ['pu'])(inner)}")
-                    e(f"at = {_row(dst_index, before + ['i'])(inner)}")
+                    e(f"si = {sirow(inner)}")
+                    e(f"at = {dirow(inner)}")
                     where = f"si + p * st{a}" + (" + first" if a == 0 else "")
                     _pool_fold(e, pool, dtype, "acc", "v", "at", where, valid="si >= 0")
-                    e(f"{_row(dst_index, before + ['i'])(inner)} = at")
+                    e(f"{dirow(inner)} = at")
                 else:
                     _pool_fold(e, pool, dtype, "acc", "v")
                 e(f"{drow(inner)} = acc")
