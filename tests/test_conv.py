@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnloop
 from rnnloop.codegen import conv as codegen_conv
+from rnnloop.codegen import conv_rt
 
 # A compiled convolution that falls back to the interpreter at run time is a bug here, not a warning.
 pytestmark = pytest.mark.filterwarnings("error::rnnloop.FallbackWarning")
@@ -243,6 +244,7 @@ def test_every_path_of_the_compiled_convolution_matches_the_interpreter(dtype):
 
 def test_winograd_on_panels_matches_the_interpreter():
     """128 input channels or more: the products run on panels made at load (conv_rt._winograd_products)."""
+    assert conv_rt.PACKED_MIN_CHANNELS <= 128  # (else these cases would test BLAS's products again)
     model, feeds = conv_model(PATHS[-3:], const_w=True)
     session = load_compiled(model)
     [(_, source)] = session.kernel_sources()

@@ -36,13 +36,18 @@ def winograd_kernels(w: np.ndarray) -> np.ndarray:
 
 
 def winograd_panels(w: np.ndarray) -> np.ndarray:
-    """The kernels of a Conv of PACKED_MIN_CHANNELS input channels or more: winograd_kernels(w)
-    [F, M, C] as the panels of F products by [C, M] (simd.pack_weights of each transposed), one
+    """winograd_kernels(w) [F, M, C] as the panels of F products by [C, M] (simd.pack_weights of each transposed), one
     after the other, [F * ceil(M / P), C, P]."""
     panels = [simd.pack_weights(np.ascontiguousarray(k.T)) for k in winograd_kernels(w)]
     out = simd.aligned_empty((len(panels) * panels[0].shape[0],) + panels[0].shape[1:], w.dtype)
     out[...] = np.concatenate(panels)
     return out
+
+
+def winograd_weights(w: np.ndarray) -> np.ndarray:
+    """What the Winograd entry takes for a constant W: for a 3x3 W of PACKED_MIN_CHANNELS input
+    channels or more, its kernels' panels, else its kernels (conv_rt._kernels_fit checks which)."""
+    return winograd_panels(w) if w.ndim == 4 and w.shape[1] >= PACKED_MIN_CHANNELS else winograd_kernels(w)
 
 
 def winograd_fits(w_shape, strides, dilations, group: int) -> bool:
@@ -167,7 +172,7 @@ def emit_conv(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     value = g.const(op.inputs[1])
     none = np.empty((0, 0, 0), dtype)
     if value is not None and value.dtype == dtype and winograd_fits(value.shape, strides, dilations, group):
-        kernels = g.pass_constant(winograd_panels(value) if value.ndim == 4 and value.shape[1] >= PACKED_MIN_CHANNELS else winograd_kernels(value), "k_winograd")  # laid out once, at load
+        kernels = g.pass_constant(winograd_weights(value), "k_winograd")  # laid out once, at load
         path = "conv_winograd" if value.ndim == 4 else "conv_winograd_1d"
         _call(g, op, f"{path}_{dtype.name}", args + [kernels, geometry])
     elif value is not None:  # (the path known from W's shape: only its entry compiles)

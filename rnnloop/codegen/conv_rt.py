@@ -123,7 +123,7 @@ def conv_product(dtype, xa, wa, ba, oa, ka, sa):
 @njit(nogil=True, inline="always")
 def conv_winograd(dtype, xa, wa, ba, oa, ka, sa):
     x, w, bias, out, geometry, kernels = _arguments(dtype, xa, wa, ba, oa, ka, sa)
-    if (not _agree(x, w, bias, out, geometry) or not _kernels_fit(kernels, w, 16)
+    if (not _agree(x, w, bias, out, geometry) or not _kernels_fit(kernels, w)
             or not _winograd_fits(x, w, geometry, 16)):
         return 1
     return _winograd(x, kernels, bias, out, geometry)
@@ -395,14 +395,14 @@ def _a(p0, p1, p2, p3):
 
 
 @njit(nogil=True, inline="always")
-def _kernels_fit(kernels, w, transforms):
-    """Whether `kernels` holds w's [M, C, ...] `transforms` kernels in Winograd's domain, [transforms, M, C],
-    or for C of at least PACKED_MIN_CHANNELS their transposes as panels (simd.pack), one after the other."""
+def _kernels_fit(kernels, w):
+    """Whether `kernels` holds the 16 kernels in Winograd's domain of w [M, C, 3, 3], [16, M, C], or for
+    C of at least PACKED_MIN_CHANNELS their transposes as panels (simd.pack), one after the other."""
     M, C = w.shape[0], w.shape[1]
     if C < PACKED_MIN_CHANNELS:
-        return kernels.shape[0] == transforms and kernels.shape[1] == M and kernels.shape[2] == C
+        return kernels.shape[0] == 16 and kernels.shape[1] == M and kernels.shape[2] == C
     width = 2 * _lanes(kernels)
-    return kernels.shape[0] == transforms * ((M + width - 1) // width) and kernels.shape[1] == C and kernels.shape[2] == width
+    return kernels.shape[0] == 16 * ((M + width - 1) // width) and kernels.shape[1] == C and kernels.shape[2] == width
 
 
 @njit(nogil=True, inline="always")
