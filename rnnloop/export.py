@@ -1,7 +1,10 @@
 """IR graphs as ONNX models, so that a Network or a traced function runs in any ONNX runtime.
 
 Ops pass through in their ONNX form (the IR's ops are ONNX ops at opset 18, see
-frontends/onnx_ops.py); Affine and ScaledTanh, which ONNX dropped, become Mul/Add/Tanh. The loop
+frontends/onnx_ops.py, but for a few in a newer form: GroupNormalization-21, Gelu-20, attributes
+and modes added since); Affine and ScaledTanh, which ONNX dropped, become Mul/Add/Tanh. A model is
+written at the lowest opset from 18 that has every op of it in its IR form (model_opset), with the IR
+version that opset needs, so that runtimes as old as that opset read it. The loop
 construct becomes an ONNX Loop: a sliced input is a Gather at the iteration number from the
 outer-scope tensor, and a stacked output is the Loop's scan output (stacked on axis 0, forward)
 reversed, padded and moved to its axis after the loop.
@@ -14,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, TypeProto, helper, numpy_helper
+from onnx import TensorProto, TypeProto, defs, helper, numpy_helper
 
 from .errors import UnsupportedModelError
 from .ir import (
@@ -31,8 +34,13 @@ from .ir import (
     iter_ops,
 )
 
-OPSET = 18
-IR_VERSION = 8  # what onnxruntime 1.14 and later read
+OPSET = 18  # the opset of the IR's ops (IR_VERSION 8: what onnxruntime 1.14 and later read)
+IR_VERSION = 8
+# Ops whose IR form ONNX has only from a newer opset: GroupNormalization's scale and bias per channel
+# (21; per group at 18), Gelu (20).
+_NEWER = {"GroupNormalization": 21, "Gelu": 20}
+# Attribute values ONNX added after OPSET: (op, attribute, value) -> the opset that has them.
+_NEWER_VALUES = {("Pad", "mode", "wrap"): 19, ("Resize", "coordinate_transformation_mode", "half_pixel_symmetric"): 19}
 _INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 
@@ -67,11 +75,38 @@ def node_proto(op: Op, name: str = "") -> onnx.NodeProto:
     return node
 
 
+def op_opset(op: Op) -> int:
+    """The lowest opset from OPSET whose ONNX op has `op`'s IR form: its meaning, its attributes and
+    their values (an op ONNX does not define, or one of the IR's own, counts as OPSET)."""
+    if op.op_type == "DFT":  # (DFT-17's axis attribute is written as DFT-20's input where the model needs 20)
+        return 20 if len(op.inputs) > 2 and op.inputs[2] else OPSET
+    version = _NEWER.get(op.op_type, OPSET)
+    for (op_type, name, value), since in _NEWER_VALUES.items():
+        if op.op_type == op_type and op.attrs.get(name) in (value, value.encode()):
+            version = max(version, since)
+    while op.attrs:
+        try:
+            known = {a for a in defs.get_schema(op.op_type, version).attributes}
+        except defs.SchemaError:
+            return version
+        if set(op.attrs) <= known or version >= defs.onnx_opset_version():
+            return version
+        version += 1
+    return version
+
+
+def model_opset(graph: Graph) -> int:
+    """The opset a graph is written at: the highest op_opset of its ops, subgraphs' included."""
+    return max([OPSET, *(op_opset(op) for op in iter_ops(graph) if not op.subgraphs)])
+
+
 def to_onnx(graph: Graph, path: str | os.PathLike | None = None) -> onnx.ModelProto:
-    """The graph as an ONNX model (opset 18), written to `path` when one is given."""
-    exporter = _Exporter(graph)
-    model = helper.make_model(exporter.graph(graph, top=True), opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="rnnloop", ir_version=IR_VERSION)
+    """The graph as an ONNX model (at model_opset(graph), 18 for most), written to `path` when one is given."""
+    opset = model_opset(graph)
+    exporter = _Exporter(graph, opset)
+    imports = [helper.make_opsetid("", opset)]
+    model = helper.make_model(exporter.graph(graph, top=True), opset_imports=imports, producer_name="rnnloop",
+                              ir_version=max(IR_VERSION, helper.find_min_ir_version_for(imports)))
     if path is not None:
         onnx.save(model, os.fspath(path))
     return model
@@ -80,7 +115,8 @@ def to_onnx(graph: Graph, path: str | os.PathLike | None = None) -> onnx.ModelPr
 class _Exporter:
     """Converts one IR graph and its subgraphs; fresh names never clash with the model's."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, opset: int):
+        self.opset = opset
         self.used = set()
         for g in [graph, *(s for op in iter_ops(graph) for s in op.subgraphs)]:
             self.used.update(g.inputs, g.outputs, g.constants, (n for op in g.ops for n in op.outputs))
@@ -134,6 +170,12 @@ class _Exporter:
                                           else_branch=self._branch(op, op.else_graph), name=self.node_name(op)))
         elif op.op_type in ("Affine", "ScaledTanh"):
             self._dropped_op(g, op, nodes)
+        elif op.op_type == "DFT" and self.opset >= 20 and not (len(op.inputs) > 2 and op.inputs[2]):
+            # DFT-17's axis attribute (default 1) as DFT-20's input (whose default is -2)
+            axis = self._const(nodes, op.attrs.get("axis", 1))
+            inputs = [op.inputs[0], op.inputs[1] if len(op.inputs) > 1 else "", axis]
+            attrs = {k: v for k, v in op.attrs.items() if k != "axis"}
+            nodes.append(node_proto(Op("DFT", inputs, op.outputs, attrs, op.origin), self.node_name(op)))
         else:
             nodes.append(node_proto(op, self.node_name(op)))
 

@@ -87,3 +87,38 @@ def test_a_window_slice_is_rejected_by_name():
                     stacked=[Stack(concat=True)])[0])
     with pytest.raises(rnnloop.UnsupportedModelError, match="window, stride or part size"):
         to_onnx(b.graph)
+
+
+def test_a_graph_is_written_at_the_lowest_opset_that_has_its_ops():
+    """The IR's GroupNormalization is ONNX's form of opset 21 (scale and bias per channel), Gelu exists
+    from 20, an AveragePool's dilations and Pad's wrap from 19; DFT-17's axis becomes DFT-20's input
+    where the model needs 20. Each export keeps the meaning: onnxruntime runs it to the interpreter's
+    results, and a model of opset-18 ops stays at 18, readable by older runtimes."""
+    rng = np.random.default_rng(7)
+    cases = {
+        18: (18, """g (float[2, 6, 5] x) => (float[2, 6, 5] y) {
+                 y = Relu(x) }""", {"x": rng.standard_normal((2, 6, 5)).astype(np.float32)}),
+        19: (19, """g (float[1, 2, 9, 9] x) => (float[1, 2, 7, 7] y, float[1, 2, 13, 13] z) {
+                 y = AveragePool <kernel_shape = [2, 2], dilations = [2, 2]> (x)
+                 pads = Constant <value = int64[8] {0, 0, 2, 2, 0, 0, 2, 2}> ()
+                 z = Pad <mode = "wrap"> (x, pads) }""",
+             {"x": rng.standard_normal((1, 2, 9, 9)).astype(np.float32)}),
+        21: (18, """g (float[2, 6, 5] x) => (float[2, 6, 5] y) {
+                 scale = Constant <value = float[3] {0.5, 2.0, -1.0}> ()
+                 bias = Constant <value = float[3] {0.1, 0.2, 0.3}> ()
+                 y = GroupNormalization <num_groups = 3> (x, scale, bias) }""",
+             {"x": rng.standard_normal((2, 6, 5)).astype(np.float32)}),
+        20: (17, """g (float[3, 8, 1] x) => (float[3, 5, 2] y) {
+                 y = DFT <onesided = 1> (x) }""", {"x": rng.standard_normal((3, 8, 1)).astype(np.float32)}),
+    }
+    for opset, (source_opset, text, feeds) in cases.items():
+        session = rnnloop.load(parse(text, opset=source_opset, check=False), backend="interp")
+        graph = session.graph
+        if opset == 20:  # (a Gelu after the DFT makes the model need opset 20)
+            graph.ops.append(type(graph.ops[0])("Gelu", [graph.outputs[0]], ["gelu"]))
+            graph.types["gelu"] = graph.types[graph.outputs[0]]
+            graph.outputs.append("gelu")
+        model = to_onnx(graph)
+        assert model.opset_import[0].version == opset
+        assert model.ir_version == {18: 8, 19: 9, 20: 9, 21: 10}[opset]
+        assert_same(run_onnxruntime(model, feeds), interpreted(graph, feeds), rtol=1e-5, atol=1e-6)
