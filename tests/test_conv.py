@@ -34,8 +34,9 @@ def _attrs(**attrs) -> dict:
 
 def conv_model(cases: list[dict], *, const_w: bool = True, dtype=np.float32, opset: int = 17,
                symbolic: bool = False) -> tuple[onnx.ModelProto, dict]:
-    """One model holding a Conv or ConvTranspose per case (dict: op, x shape, w shape, bias, attrs),
-    each on its own input x<k> (and W<k> when not const_w); its feeds."""
+    """One model holding a Conv or ConvTranspose per case (dict: op, x shape, w shape, bias, attrs,
+    activation), each on its own input x<k> (and W<k> when not const_w), followed by the case's
+    activation if it has one ("Relu", or ("Clip", min, max) with None for a bound left out); its feeds."""
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     nodes, inputs, outputs, inits, feeds = [], [], [], [], {}
     for k, case in enumerate(cases):
@@ -57,19 +58,30 @@ def conv_model(cases: list[dict], *, const_w: bool = True, dtype=np.float32, ops
         if case.get("bias"):
             inits.append(numpy_helper.from_array(RNG.standard_normal(channels).astype(dtype), f"B{k}"))
             names.append(f"B{k}")
-        nodes.append(helper.make_node(case["op"], names, [f"y{k}"], name=f"{case['op'].lower()}{k}",
-                                      **case.get("attrs", {})))
+        activation = case.get("activation")
+        y = f"c{k}" if activation else f"y{k}"
+        nodes.append(helper.make_node(case["op"], names, [y], name=f"{case['op'].lower()}{k}", **case.get("attrs", {})))
+        if activation == "Relu":
+            nodes.append(helper.make_node("Relu", [y], [f"y{k}"], name=f"relu{k}"))
+        elif activation:
+            bounds = []
+            for bound, value in zip(("min", "max"), activation[1:]):
+                if value is not None:
+                    inits.append(numpy_helper.from_array(np.array(value, dtype), f"{bound}{k}"))
+                bounds.append("" if value is None else f"{bound}{k}")
+            nodes.append(helper.make_node("Clip", [y, *bounds], [f"y{k}"], name=f"clip{k}"))
         outputs.append(helper.make_tensor_value_info(f"y{k}", elem, None))
     graph = helper.make_graph(nodes, "convs", inputs, outputs, inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION), feeds
 
 
-def conv(x, w, bias=False, **attrs) -> dict:
-    return {"op": "Conv", "x": list(x), "w": list(w), "bias": bias, "attrs": _attrs(**attrs)}
+def conv(x, w, bias=False, activation=None, **attrs) -> dict:
+    return {"op": "Conv", "x": list(x), "w": list(w), "bias": bias, "attrs": _attrs(**attrs), "activation": activation}
 
 
-def conv_t(x, w, bias=False, **attrs) -> dict:
-    return {"op": "ConvTranspose", "x": list(x), "w": list(w), "bias": bias, "attrs": _attrs(**attrs)}
+def conv_t(x, w, bias=False, activation=None, **attrs) -> dict:
+    return {"op": "ConvTranspose", "x": list(x), "w": list(w), "bias": bias, "attrs": _attrs(**attrs),
+            "activation": activation}
 
 
 def load_compiled(model) -> rnnloop.Session:
@@ -209,24 +221,29 @@ def test_a_compiled_grid_matches_the_interpreter(grid, piece, pieces, const_w):
 
 
 # The paths of conv(): Winograd (3x3 or 3 taps, 16+ channels, constant W), im2col + BLAS (a computed W; large
-# kernels; groups), a 1x1 read as it is, gemv for few output positions, direct loops for depthwise.
-PATHS = [conv([1, 16, 9, 7], [16, 16, 3, 3], bias=True, pads=[1, 1, 1, 1]),
+# kernels; groups), a 1x1 read as it is, gemv for few output positions, direct loops for depthwise; each with
+# and without an activation folded into it (codegen/activation.py).
+PATHS = [conv([1, 16, 9, 7], [16, 16, 3, 3], bias=True, pads=[1, 1, 1, 1], activation="Relu"),
          conv([2, 17, 6, 5], [20, 17, 3, 3], pads=[0, 1, 2, 0]),
-         conv([1, 16, 5, 6], [16, 16, 3, 3], auto_pad="SAME_LOWER"),
+         conv([1, 16, 5, 6], [16, 16, 3, 3], auto_pad="SAME_LOWER", activation=("Clip", -0.5, 0.5)),
          conv([1, 16, 2, 2], [16, 16, 3, 3], bias=True, pads=[1, 1, 1, 1]),
-         conv([1, 16, 9], [16, 16, 3], bias=True, pads=[1, 1]),
+         conv([1, 16, 9], [16, 16, 3], bias=True, pads=[1, 1], activation="Relu"),
          conv([2, 17, 10], [20, 17, 3], pads=[0, 2]),
-         conv([1, 1, 576], [258, 1, 256], bias=True, strides=[128]),
-         conv([1, 32, 20], [24, 32, 1], bias=True),
+         conv([1, 1, 576], [258, 1, 256], bias=True, strides=[128], activation=("Clip", None, 0.25)),
+         conv([2, 8, 30], [10, 8, 5], strides=[2], activation="Relu"),
+         conv([1, 32, 20], [24, 32, 1], bias=True, activation="Relu"),
          conv([2, 8, 6, 5], [12, 4, 1, 1], group=2),
-         conv([1, 12, 30], [12, 1, 11], bias=True, group=12, pads=[5, 5]),
+         conv([1, 12, 30], [12, 1, 11], bias=True, group=12, pads=[5, 5], activation=("Clip", 0.0, None)),
          conv([1, 6, 30], [12, 1, 5], group=6, strides=[2], dilations=[2], auto_pad="SAME_UPPER"),
-         conv([1, 1, 12, 20], [8, 1, 3, 3], bias=True, pads=[1, 1, 1, 1]),
+         conv([1, 1, 12, 20], [8, 1, 3, 3], bias=True, pads=[1, 1, 1, 1], activation="Relu"),
+         conv([1, 2, 7, 5], [8, 1, 3, 3], group=2),
+         conv([1, 20, 9, 9], [8, 20, 5, 5], activation="Relu"),
+         conv_t([1, 6, 5, 4], [6, 4, 3, 3], bias=True, strides=[2, 2], activation="Relu"),
          # Winograd on panels (128 input channels or more): more tiles than a product's rows (T 132), a last
          # panel and vector of channels cut (M 20), an odd length cut from the last pair
-         conv([1, 128, 24, 22], [20, 128, 3, 3], bias=True, pads=[1, 1, 1, 1]),
+         conv([1, 128, 24, 22], [20, 128, 3, 3], bias=True, pads=[1, 1, 1, 1], activation="Relu"),
          conv([2, 128, 5, 7], [20, 128, 3, 3], pads=[0, 1, 1, 0]),
-         conv([1, 128, 9], [20, 128, 3], bias=True, pads=[1, 1])]
+         conv([1, 128, 9], [20, 128, 3], bias=True, pads=[1, 1], activation=("Clip", -0.1, 0.1))]
 
 
 # (every path of both entries compiles: a minute and a half cold; the default run compiles the
@@ -250,6 +267,22 @@ def test_winograd_on_panels_matches_the_interpreter():
     [(_, source)] = session.kernel_sources()
     assert "conv_winograd_float32" in source and "conv_winograd_1d_float32" in source and "k_winograd" in source
     assert_same(session.run(None, feeds), rnnloop.load(model, backend="interp").run(None, feeds), rtol=1e-4, atol=1e-5)
+
+
+def test_an_activation_is_folded_into_the_convolution_before_it():
+    """A Relu or Clip that alone reads a Conv's output is applied as the Conv stores it
+    (codegen/activation.py), NaN kept; one whose Conv output is also read elsewhere runs on its own."""
+    model, feeds = conv_model([conv([1, 1, 12, 20], [8, 1, 3, 3], bias=True, pads=[1, 1, 1, 1], activation="Relu"),
+                               conv([1, 16, 6, 5], [16, 16, 3, 3], activation=("Clip", -0.5, None)),
+                               conv([1, 12, 30], [12, 1, 11], group=12, activation="Relu")])
+    feeds["x0"][0, 0, 3, 4] = np.nan
+    model.graph.output.append(helper.make_tensor_value_info("c2", F32, None))  # (the third Conv's output)
+    session = load_compiled(model)
+    [(_, source)] = session.kernel_sources()
+    assert "Relu 'relu0'" not in source and "Clip 'clip1'" not in source and "Relu 'relu2'" in source
+    results = session.run(None, feeds)
+    assert np.isnan(results[0]).any()
+    assert_same(results, rnnloop.load(model, backend="interp").run(None, feeds), rtol=1e-4, atol=1e-5)
 
 
 def test_winograd_is_taken_for_a_constant_3x3_or_3_tap_weight_of_16_channels():

@@ -17,9 +17,10 @@ import numpy as np
 
 from ..interp.conv_ops import AUTO_PADS
 from ..ir import Op
+from .activation import BOUNDS
 from .emitter import NoRule, Var, shape_tuple
 from . import simd
-from .conv_rt import PACKED_MIN_CHANNELS
+from .conv_rt import PACKED_MIN_CHANNELS, SMALL_K
 from .kernel import LoopGen, emits
 
 WINOGRAD_MIN_CHANNELS = 16  # input and output channels from which a 3x3 or 3-tap convolution takes Winograd's path
@@ -48,6 +49,16 @@ def winograd_weights(w: np.ndarray) -> np.ndarray:
     """What the Winograd entry takes for a constant W: for a 3x3 W of PACKED_MIN_CHANNELS input
     channels or more, its kernels' panels, else its kernels (conv_rt._kernels_fit checks which)."""
     return winograd_panels(w) if w.ndim == 4 and w.shape[1] >= PACKED_MIN_CHANNELS else winograd_kernels(w)
+
+
+def product_panels(w: np.ndarray, group: int) -> np.ndarray | None:
+    """The panels of W^T [C * kernel, M] (simd.pack_weights) that conv_rt's product path multiplies a
+    few columns by (conv_rt._few_columns), for a W of one group whose product BLAS would make
+    (C * kernel above SMALL_K) and whose kernel is more than 1x1 (a 1x1 reads its input as it is)."""
+    inner = int(np.prod(w.shape[1:]))
+    if group != 1 or inner <= SMALL_K or all(k == 1 for k in w.shape[2:]):
+        return None
+    return simd.pack_weights(np.ascontiguousarray(w.reshape(w.shape[0], inner).T))
 
 
 def winograd_fits(w_shape, strides, dilations, group: int) -> bool:
@@ -112,6 +123,13 @@ def _int64s(values: list[str]) -> str:
     return shape_tuple([f"np.int64({v})" for v in values])
 
 
+def _bounds_bits(op: Op) -> list[str]:
+    """The bounds (lo, hi) an entry holds the outputs to (those of an activation folded into the
+    Conv: activation.py), as the int64 bits of their float64 values (conv_rt._arguments)."""
+    lo, hi = op.attrs.get(BOUNDS, (-np.inf, np.inf))
+    return [str(int(np.float64(v).view(np.int64))) for v in (lo, hi)]
+
+
 def _bias(g: LoopGen, op: Op, b: Var | None, channels: str, dtype: np.dtype) -> str:
     if b is None:
         return g.pass_constant(np.empty(0, dtype), "k_none")  # (a global of the module: no allocation)
@@ -130,7 +148,7 @@ def _call(g: LoopGen, op: Op, entry: str, args: list[str]) -> None:
 @emits("Conv")
 def emit_conv(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     """Output sizes from the input's (and the pads auto_pad asks for), checked; then the call of the
-    path W's shape chooses (conv_rt.py)."""
+    path W's shape chooses (conv_rt.py), with the bounds of an activation folded into it."""
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
     dtype = _floats(op, x, w, b)
@@ -167,7 +185,7 @@ def emit_conv(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         outs.append(size_out)
     out = g.buffer(op.outputs[0], dtype, [x.dim(0), w.dim(0)] + outs)
     geometry = _int64s(["1"] * (3 - rank) + [str(s) for s in strides] + ["1"] * (3 - rank)
-                       + [str(d) for d in dilations] + ["0"] * (3 - rank) + begins + [str(group)])
+                       + [str(d) for d in dilations] + ["0"] * (3 - rank) + begins + [str(group)] + _bounds_bits(op))
     args = [g.contiguous(x), g.contiguous(w), _bias(g, op, b, w.dim(0), dtype), out]
     value = g.const(op.inputs[1])
     none = np.empty((0, 0, 0), dtype)
@@ -177,7 +195,9 @@ def emit_conv(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         _call(g, op, f"{path}_{dtype.name}", args + [kernels, geometry])
     elif value is not None:  # (the path known from W's shape: only its entry compiles)
         path = "conv_direct" if value.shape[0] == group else "conv_product"
-        _call(g, op, f"{path}_{dtype.name}", args + [g.pass_constant(none, "k_none"), geometry])
+        panels = product_panels(value, group) if path == "conv_product" and value.dtype == dtype else None
+        kernels = g.pass_constant(none, "k_none") if panels is None else g.pass_constant(panels, "k_panels")
+        _call(g, op, f"{path}_{dtype.name}", args + [kernels, geometry])
     else:
         kernels = g.pass_constant(none, "k_none")
         with emit.block(f"if {w.dim(0)} == {group}:"):  # one output channel per group
@@ -236,7 +256,7 @@ def emit_conv_transpose(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     channels = f"{w.dim(1)} * {group}"
     out = g.buffer(op.outputs[0], dtype, [x.dim(0), channels] + outs)
     geometry = _int64s(["1"] * (3 - rank) + [str(s) for s in strides] + ["1"] * (3 - rank)
-                       + [str(d) for d in dilations] + ["0"] * (3 - rank) + cuts + [str(group)])
+                       + [str(d) for d in dilations] + ["0"] * (3 - rank) + cuts + [str(group)] + _bounds_bits(op))
     none = g.pass_constant(np.empty((0, 0, 0), dtype), "k_none")
     _call(g, op, f"conv_transpose_{dtype.name}", [g.contiguous(x), g.contiguous(w), _bias(g, op, b, channels, dtype),
                                                   out, none, geometry])

@@ -1,6 +1,7 @@
 """The compiled convolutions kernels call (rnnloop/codegen/conv.py makes the calls): Conv and
 ConvTranspose on C-contiguous 5-d arrays, [N, C, D, H, W] (a 1-d or 2-d convolution has leading
-spatial axes of size 1), with the strides, dilations, pads and group as a tuple of ints.
+spatial axes of size 1), with the strides, dilations, pads and group as a tuple of ints, and the
+bounds every output is held to as it is stored: an activation folded into the Conv (activation.py).
 
 A Conv takes one of four paths (entries conv_product, which holds the first and third, conv_winograd
 and conv_winograd_1d, conv_direct), chosen by measurement on this project's 2-core AMD EPYC (AVX2, no
@@ -13,9 +14,13 @@ onnxruntime 1.32 on one thread, whose time is in parentheses; the machine shared
   product's: nothing laid out at load, and a W computed at run time costs the same. A 1x1
   convolution without strides or pads reads its input as the columns. On the CRNN layer 64 -> 128
   channels, 3x3 on 16x50, columns of 16K elements per product took 2698 µs, 64K 2103, 256K 1986,
-  1M 1857, all of them 1805 (1501): BLAS repacks the weights per product. Products of at most
-  GEMV_MAX_COLUMNS output positions (an STFT as a Conv1d: 258 x 256 by 3 frames) are gemv per
-  position: 13 against 23 µs by gemm.
+  1M 1857, all of them 1805 (1501): BLAS repacks the weights per product. A product of at most
+  PANEL_MAX_COLUMNS output positions with a constant W (an STFT as a Conv1d: 258 x 256 by 3
+  frames) runs the columns' transposes on W^T packed as panels at load (simd.py), reading W once
+  for all columns: [K x M by L columns, µs] 256 x 258 by 3: 9.1 against 27.6 by gemm and 13-18 by
+  a gemv per column; by 8: 20 against 27; by 16: 32 against 41; 384 x 128 and 192 x 64 by 8 to 16
+  tie. Without panels (a W computed at run time), at most GEMV_MAX_COLUMNS positions are a gemv
+  per position.
 - Winograd's F(2x2, 3x3) and F(2, 3) for 3x3 and 3-tap convolutions of stride and dilation 1, one
   group and conv.WINOGRAD_MIN_CHANNELS channels each way, the kernels transformed at load: 2.25
   (1.5) times fewer multiplications, in 16 (4) products. The CRNN layers 64 -> 128 on 16x50 and
@@ -28,9 +33,16 @@ onnxruntime 1.32 on one thread, whose time is in parentheses; the machine shared
   (1.09 against 0.89 on 16x50), and so was the 3-tap Conv1d of 128 (65 against 62 µs of products).
 - _small_product for inner dimensions up to SMALL_K (the first CRNN layer, 1 -> 64 channels 3x3:
   9): four output rows by two vectors accumulated in registers, the bias added in: 64 x 9 x 3200,
-  50 µs against 75 by BLAS, whose blocking costs more than it saves at that depth.
+  50 µs against 75 by BLAS, whose blocking costs more than it saves at that depth. (Its weights are
+  broadcast from memory without the test for a negative index a plain w[i] carries: with that
+  test in its inner loop, at the run-time offsets the entry passes, it took 80-93 µs.)
 - direct loops for one output channel per group (depthwise): each tap times the input row it
   meets, added to the output row; a product would have one row per group.
+
+Every path holds its outputs to the bounds (lo, hi) as it stores them, after the bias: the
+activation that follows a Conv (Relu, Clip), folded into it by activation.py. As a second pass
+that activation reread and rewrote the whole output; the CRNN's first layer with its ReLU took
+about 200 µs against onnxruntime's 145, 68-105 after the fold and the broadcast above.
 
 The whole Conv, rnnloop's session.run and onnxruntime's as benchmarks/bench_conv.py times them
 (python benchmarks/bench_conv.py 5, on 2026-11-26, after the panels above: rnnloop's time over
@@ -63,7 +75,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import blas
-from .simd import MAX_ROWS, _lanes, _vfma, _vload, _vsplat, _vstore, multiply  # (vector operations: see simd.py)
+from .simd import MAX_ROWS, _lanes, _vbroadcast, _vclamp, _vfma, _vload, _vsplat, _vstore, multiply  # (vector operations: see simd.py)
 
 _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64  # called on views of layout 'A' only (x[a:b, :],
 #   not x[a:b]): one compiled product per dtype serves every call
@@ -72,6 +84,7 @@ SMALL_K = 16  # inner dimensions (C / group * kernel size) up to which _small_pr
 #               against 75 µs, 18: 97 against 121, 27: 153 against 160, 36: 295 against 198)
 PACKED_MIN_CHANNELS = 128  # input channels from which Winograd's products run on panels made at load (simd.py)
 GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
+PANEL_MAX_COLUMNS = 16  # output positions up to which a constant W's panels beat BLAS (below)
 
 
 @njit(nogil=True, inline="always")
@@ -104,46 +117,45 @@ def _agree(x, w, bias, out, geometry):
 
 @njit(nogil=True, inline="always")
 def conv_direct(dtype, xa, wa, ba, oa, ka, sa):
-    x, w, bias, out, geometry, kernels = _arguments(dtype, xa, wa, ba, oa, ka, sa)
+    x, w, bias, out, geometry, kernels, bounds = _arguments(dtype, xa, wa, ba, oa, ka, sa)
     if not _agree(x, w, bias, out, geometry) or w.shape[0] != geometry[9]:
         return 1
-    _conv_direct(x, w, bias, out, geometry)
+    _conv_direct(x, w, bias, out, geometry, bounds)
     return 0
 
 
 @njit(nogil=True, inline="always")
 def conv_product(dtype, xa, wa, ba, oa, ka, sa):
-    x, w, bias, out, geometry, kernels = _arguments(dtype, xa, wa, ba, oa, ka, sa)
+    x, w, bias, out, geometry, kernels, bounds = _arguments(dtype, xa, wa, ba, oa, ka, sa)
     if not _agree(x, w, bias, out, geometry):
         return 1
-    _conv_product(x, w, bias, out, geometry)
-    return 0
+    return _conv_product(x, w, bias, out, geometry, bounds, kernels)
 
 
 @njit(nogil=True, inline="always")
 def conv_winograd(dtype, xa, wa, ba, oa, ka, sa):
-    x, w, bias, out, geometry, kernels = _arguments(dtype, xa, wa, ba, oa, ka, sa)
+    x, w, bias, out, geometry, kernels, bounds = _arguments(dtype, xa, wa, ba, oa, ka, sa)
     if (not _agree(x, w, bias, out, geometry) or not _kernels_fit(kernels, w)
             or not _winograd_fits(x, w, geometry, 16)):
         return 1
-    return _winograd(x, kernels, bias, out, geometry)
+    return _winograd(x, kernels, bias, out, geometry, bounds)
 
 
 @njit(nogil=True, inline="always")
 def conv_winograd_1d(dtype, xa, wa, ba, oa, ka, sa):
-    x, w, bias, out, geometry, kernels = _arguments(dtype, xa, wa, ba, oa, ka, sa)
+    x, w, bias, out, geometry, kernels, bounds = _arguments(dtype, xa, wa, ba, oa, ka, sa)
     if (not _agree(x, w, bias, out, geometry) or kernels.shape[0] != 4 or kernels.shape[1] != w.shape[0]
             or kernels.shape[2] != w.shape[1] or not _winograd_fits(x, w, geometry, 4)):
         return 1
-    _winograd_1d(x, kernels, bias, out, geometry)
+    _winograd_1d(x, kernels, bias, out, geometry, bounds)
     return 0
 
 
 @njit(nogil=True, inline="always")
-def _conv_direct(x, w, bias, out, geometry):
-    """Per output row, each weight times the input row it meets, added to it (flat unsigned indices,
-    as _run: the rows of a small depthwise convolution are short, and a view per row cost more than
-    the row's arithmetic)."""
+def _conv_direct(x, w, bias, out, geometry, bounds):
+    """Per output row, each weight times the input row it meets, added to it, then held to the
+    bounds (flat unsigned indices, as _run: the rows of a small depthwise convolution are short,
+    and a view per row cost more than the row's arithmetic)."""
     sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry
     N = x.shape[0]
     C, D, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
@@ -151,6 +163,7 @@ def _conv_direct(x, w, bias, out, geometry):
     Mg = M // group
     OD, OH, OW = out.shape[2], out.shape[3], out.shape[4]
     xf, wf, of = x.reshape(-1), w.reshape(-1), out.reshape(-1)
+    clamped = _clamps(bounds)
     for n in range(N):
         for m in range(M):
             base = (m // Mg) * Cg
@@ -175,6 +188,8 @@ def _conv_direct(x, w, bias, out, geometry):
                                     if w1 > w0:
                                         v = wf[(((m * Cg + c) * kd + a) * kh + e) * kw + f]
                                         _axpy(of, row + w0, v, xf, src + w0 * sw + offw, w1 - w0, sw)
+                    if clamped:
+                        _finish(of, row, OW, 0.0, bounds)
 
 
 @njit(nogil=True, inline="always")
@@ -197,8 +212,32 @@ def _axpy(y, ys, v, x, xs, count, step):
 
 
 @njit(nogil=True, inline="always")
-def _conv_product(x, w, bias, out, geometry):
-    """Per image, group and chunk of output positions: the columns, then weights x columns by BLAS."""
+def _clamp(v, bounds):
+    """v held to bounds (lo, hi), NaN kept (as simd._vclamp)."""
+    v = bounds[0] if v < bounds[0] else v
+    return bounds[1] if v > bounds[1] else v
+
+
+@njit(nogil=True, inline="always")
+def _clamps(bounds):
+    """Whether bounds (lo, hi) change any value: an activation to apply."""
+    return bounds[0] > -np.inf or bounds[1] < np.inf
+
+
+@njit(nogil=True, inline="always")
+def _finish(y, start, count, b, bounds):
+    """y[start + t] = clamp(y[start + t] + b) for t < count, y 1-d (unsigned indices, as _run)."""
+    s = np.uint64(start)
+    for t in range(np.uint64(count)):
+        y[s + t] = _clamp(y[s + t] + b, bounds)
+
+
+@njit(nogil=True, inline="always")
+def _conv_product(x, w, bias, out, geometry, bounds, kernels):
+    """Per image, group and chunk of output positions: the columns, then weights x columns by BLAS,
+    then the bias and the bounds; or, for at most PANEL_MAX_COLUMNS columns and `kernels` the panels
+    of W^T (conv.product_panels, one group), the columns' rows times the panels (_few_columns).
+    Returns 0, or 1 when the panels do not serve (a bug of ours)."""
     sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry
     N, C = x.shape[0], x.shape[1]
     M, Cg, kd, kh, kw = w.shape
@@ -219,6 +258,13 @@ def _conv_product(x, w, bias, out, geometry):
     chunk = L if pointwise else max(1, min(L, CHUNK // K))
     cols = np.empty((0 if pointwise else K, chunk), out.dtype)
     ones = bias if bias.size or K > SMALL_K else np.zeros(M, out.dtype)  # the bias _small_product adds
+    clamped = _clamps(bounds)
+    width = 2 * _lanes(kernels)
+    packed = (group == 1 and not pointwise and kernels.shape[0] == (M + width - 1) // width
+              and kernels.shape[1] == K and kernels.shape[2] == width)
+    rows = np.empty((PANEL_MAX_COLUMNS if packed else 0, K), out.dtype)
+    few = np.empty((PANEL_MAX_COLUMNS if packed else 0, M), out.dtype)
+    of = out.reshape(-1)
     for n in range(N):
         for g in range(group):
             a = weights[g * Mg:(g + 1) * Mg, :]
@@ -228,13 +274,17 @@ def _conv_product(x, w, bias, out, geometry):
                 lc = min(chunk, L - l0)
                 if not pointwise:
                     _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols)
-                if K <= SMALL_K:  # the bias added too
+                if K <= SMALL_K:  # the bias added and the bounds applied too
                     if pointwise:
                         _small_product(weights.reshape(-1), g * Mg * K, Mg, K, x.reshape(-1), (n * C + g * Cg) * L, L,
-                                       lc, out.reshape(-1), (n * M + g * Mg) * L + l0, L, ones, g * Mg)
+                                       lc, of, (n * M + g * Mg) * L + l0, L, ones, g * Mg, bounds)
                     else:
                         _small_product(weights.reshape(-1), g * Mg * K, Mg, K, cols.reshape(-1), 0, chunk, lc,
-                                       out.reshape(-1), (n * M + g * Mg) * L + l0, L, ones, g * Mg)
+                                       of, (n * M + g * Mg) * L + l0, L, ones, g * Mg, bounds)
+                    continue
+                if packed and lc <= PANEL_MAX_COLUMNS:  # the bias added and the bounds applied too
+                    if not _few_columns(cols, lc, kernels, rows, few, of, n * M * L + l0, L, bias, bounds):
+                        return 1
                     continue
                 target = flat[n, g * Mg:(g + 1) * Mg, l0:l0 + lc]
                 if pointwise:
@@ -244,20 +294,42 @@ def _conv_product(x, w, bias, out, geometry):
                         _MATMUL(a, cols[:, q:q + 1], target[:, q:q + 1])
                 else:
                     _MATMUL(a, cols[:, :lc], target)
-                if bias.size:
+                if bias.size or clamped:
                     for m in range(Mg):
-                        _add(out.reshape(-1), ((n * M + g * Mg + m) * L + l0), lc, bias[g * Mg + m])
+                        _finish(of, ((n * M + g * Mg + m) * L + l0), lc, bias[g * Mg + m] if bias.size else 0.0, bounds)
+    return 0
 
 
 @njit(nogil=True, inline="always")
-def _small_product(w, wo, M, K, c, co, cs, n, out, oo, os, bias, bo):
+def _few_columns(cols, lc, panels, rows, few, out, start, L, bias, bounds):
+    """out[start + m * L + q] = clamp(bias[m] + W[m] . cols[:, q]) for q < lc, out flat: the columns'
+    transposes [lc, K] (in rows) times W^T's panels, [lc, M] (in few), read once for all columns (a
+    gemv per column reads W for each), then scattered with the bias and the bounds. False, writing
+    nothing, when the panels do not serve (simd.multiply)."""
+    K, M = rows.shape[1], few.shape[1]
+    for q in range(lc):
+        for r in range(K):
+            rows[q, r] = cols[r, q]
+    if not multiply(rows[:lc], panels, few[:lc], False):
+        return False
+    for m in range(M):
+        b = bias[m] if bias.size else 0.0
+        at = start + m * L
+        for q in range(lc):
+            out[at + q] = _clamp(few[q, m] + b, bounds)
+    return True
+
+
+@njit(nogil=True, inline="always")
+def _small_product(w, wo, M, K, c, co, cs, n, out, oo, os, bias, bo, bounds):
     """out[oo + m * os + l] = bias[bo + m] + sum over r < K of w[wo + m * K + r] * c[co + r * cs + l], for
-    m < M and l < n (flat arrays). Four rows by two vectors of columns accumulate in registers over r
+    m < M and l < n (flat arrays), held to bounds (lo, hi). Four rows by two vectors of columns accumulate in registers over r
     (simd.py's vector operations): for a short inner dimension, where BLAS's blocking costs more than
     it saves (64 x 9 x 3200, the bias added: 50 against 75 µs). (Written as plainly as this on
     purpose: with the ragged rows folded into the same loop, it ran at half the speed.)"""
     lanes = _lanes(out)
     whole = n - n % (2 * lanes)
+    lo, hi = _vsplat(bounds[0]), _vsplat(bounds[1])
     for m0 in range(0, M - M % 4, 4):
         b0, b1, b2, b3 = bias[bo + m0], bias[bo + m0 + 1], bias[bo + m0 + 2], bias[bo + m0 + 3]
         for l in range(0, whole, 2 * lanes):
@@ -268,45 +340,45 @@ def _small_product(w, wo, M, K, c, co, cs, n, out, oo, os, bias, bo):
             for r in range(K):
                 x0 = _vload(c, co + r * cs + l)
                 x1 = _vload(c, co + r * cs + l + lanes)
-                s = _vsplat(w[wo + m0 * K + r])
+                s = _vbroadcast(w, wo + m0 * K + r)
                 a0, a1 = _vfma(s, x0, a0), _vfma(s, x1, a1)
-                s = _vsplat(w[wo + (m0 + 1) * K + r])
+                s = _vbroadcast(w, wo + (m0 + 1) * K + r)
                 e0, e1 = _vfma(s, x0, e0), _vfma(s, x1, e1)
-                s = _vsplat(w[wo + (m0 + 2) * K + r])
+                s = _vbroadcast(w, wo + (m0 + 2) * K + r)
                 f0, f1 = _vfma(s, x0, f0), _vfma(s, x1, f1)
-                s = _vsplat(w[wo + (m0 + 3) * K + r])
+                s = _vbroadcast(w, wo + (m0 + 3) * K + r)
                 h0, h1 = _vfma(s, x0, h0), _vfma(s, x1, h1)
             o = oo + m0 * os + l
-            _vstore(out, o, a0)
-            _vstore(out, o + lanes, a1)
-            _vstore(out, o + os, e0)
-            _vstore(out, o + os + lanes, e1)
-            _vstore(out, o + 2 * os, f0)
-            _vstore(out, o + 2 * os + lanes, f1)
-            _vstore(out, o + 3 * os, h0)
-            _vstore(out, o + 3 * os + lanes, h1)
+            _vstore(out, o, _vclamp(a0, lo, hi))
+            _vstore(out, o + lanes, _vclamp(a1, lo, hi))
+            _vstore(out, o + os, _vclamp(e0, lo, hi))
+            _vstore(out, o + os + lanes, _vclamp(e1, lo, hi))
+            _vstore(out, o + 2 * os, _vclamp(f0, lo, hi))
+            _vstore(out, o + 2 * os + lanes, _vclamp(f1, lo, hi))
+            _vstore(out, o + 3 * os, _vclamp(h0, lo, hi))
+            _vstore(out, o + 3 * os + lanes, _vclamp(h1, lo, hi))
     for m in range(M - M % 4, M):  # the last rows
-        _small_row(w, wo + m * K, K, c, co, cs, whole, out, oo + m * os, bias[bo + m])
+        _small_row(w, wo + m * K, K, c, co, cs, whole, out, oo + m * os, bias[bo + m], lo, hi)
     for m in range(M):  # the last columns
         for l in range(whole, n):
             total = bias[bo + m]
             for r in range(K):
                 total += w[wo + m * K + r] * c[co + r * cs + l]
-            out[oo + m * os + l] = total
+            out[oo + m * os + l] = _clamp(total, bounds)
 
 
 @njit(nogil=True, inline="always")
-def _small_row(w, wo, K, c, co, cs, n, out, oo, b):
+def _small_row(w, wo, K, c, co, cs, n, out, oo, b, lo, hi):
     """One row of _small_product, for n a multiple of two vectors."""
     lanes = _lanes(out)
     for l in range(0, n, 2 * lanes):
         a0 = a1 = _vsplat(b)
         for r in range(K):
-            s = _vsplat(w[wo + r])
+            s = _vbroadcast(w, wo + r)
             a0 = _vfma(s, _vload(c, co + r * cs + l), a0)
             a1 = _vfma(s, _vload(c, co + r * cs + l + lanes), a1)
-        _vstore(out, oo + l, a0)
-        _vstore(out, oo + l + lanes, a1)
+        _vstore(out, oo + l, _vclamp(a0, lo, hi))
+        _vstore(out, oo + l + lanes, _vclamp(a1, lo, hi))
 
 
 @njit(nogil=True, inline="always")
@@ -316,14 +388,6 @@ def _pad(x, n, first, xp, pd, ph, pw):
         for i in range(x.shape[2]):
             for j in range(x.shape[3]):
                 _run(xp[c, pd + i, ph + j], pw, x[n, first + c, i, j], 0, x.shape[4], 1)
-
-
-@njit(nogil=True, inline="always")
-def _add(y, start, count, b):
-    """y[start + t] += b for t < count, y 1-d (unsigned indices, as _run)."""
-    s = np.uint64(start)
-    for t in range(np.uint64(count)):
-        y[s + t] += b
 
 
 @njit(nogil=True, inline="always")
@@ -424,7 +488,7 @@ def _winograd_products(V, kernels, P):
 
 
 @njit(nogil=True, inline="always")
-def _winograd(x, kernels, bias, out, geometry):
+def _winograd(x, kernels, bias, out, geometry, bounds):
     ph, pw = geometry[7], geometry[8]
     N, C, H, W = x.shape[0], x.shape[1], x.shape[3], x.shape[4]
     M = out.shape[1]
@@ -444,7 +508,7 @@ def _winograd(x, kernels, bias, out, geometry):
         _winograd_inputs(xp.reshape((C, Hp, Wp)), V, TH, TW)
         if not _winograd_products(V, kernels, P):
             return 1
-        _winograd_outputs(P, b, Y)
+        _winograd_outputs(P, b, Y, bounds)
         _winograd_scatter(Y, out[n].reshape((M, OH, OW)), TH, TW)
     return 0
 
@@ -488,9 +552,9 @@ def _va(p0, p1, p2, p3, one, minus):
 
 
 @njit(nogil=True, inline="always")
-def _winograd_outputs(P, bias, Y):
-    """Y[t, 2 i + j, m] = (A^T p A)[i, j] + bias[m], p the 16 values P[t, :, m] (P [T, 16, M]): along m
-    in vectors of simd.py's width."""
+def _winograd_outputs(P, bias, Y, bounds):
+    """Y[t, 2 i + j, m] = (A^T p A)[i, j] + bias[m], p the 16 values P[t, :, m] (P [T, 16, M]), held to
+    bounds (lo, hi): along m in vectors of simd.py's width."""
     T, _, M = P.shape
     pf, yf = P.reshape(-1), Y.reshape(-1)
     lanes = _lanes(yf)
@@ -498,6 +562,7 @@ def _winograd_outputs(P, bias, Y):
     unit = np.ones(2, yf.dtype)
     unit[1] = -unit[1]
     one, minus = _vsplat(unit[0]), _vsplat(unit[1])
+    lo, hi = _vsplat(bounds[0]), _vsplat(bounds[1])
     for t in range(T):
         for m in range(0, whole, lanes):
             k, y = 16 * t * M + m, 4 * t * M + m
@@ -511,10 +576,10 @@ def _winograd_outputs(P, bias, Y):
             s03, s13 = _va(_vload(pf, k), _vload(pf, k + 4 * M), _vload(pf, k + 8 * M), _vload(pf, k + 12 * M), one, minus)
             y00, y01 = _va(s00, s01, s02, s03, one, minus)
             y10, y11 = _va(s10, s11, s12, s13, one, minus)
-            _vstore(yf, y, _vfma(one, bv, y00))
-            _vstore(yf, y + M, _vfma(one, bv, y01))
-            _vstore(yf, y + 2 * M, _vfma(one, bv, y10))
-            _vstore(yf, y + 3 * M, _vfma(one, bv, y11))
+            _vstore(yf, y, _vclamp(_vfma(one, bv, y00), lo, hi))
+            _vstore(yf, y + M, _vclamp(_vfma(one, bv, y01), lo, hi))
+            _vstore(yf, y + 2 * M, _vclamp(_vfma(one, bv, y10), lo, hi))
+            _vstore(yf, y + 3 * M, _vclamp(_vfma(one, bv, y11), lo, hi))
         for m in range(whole, M):  # the last channels
             k, y = 16 * t * M + m, 4 * t * M + m
             s00, s10 = _a(pf[k], pf[k + 4 * M], pf[k + 8 * M], pf[k + 12 * M])
@@ -523,8 +588,8 @@ def _winograd_outputs(P, bias, Y):
             s03, s13 = _a(pf[k + 3 * M], pf[k + 7 * M], pf[k + 11 * M], pf[k + 15 * M])
             y00, y01 = _a(s00, s01, s02, s03)
             y10, y11 = _a(s10, s11, s12, s13)
-            yf[y], yf[y + M] = y00 + bias[m], y01 + bias[m]
-            yf[y + 2 * M], yf[y + 3 * M] = y10 + bias[m], y11 + bias[m]
+            yf[y], yf[y + M] = _clamp(y00 + bias[m], bounds), _clamp(y01 + bias[m], bounds)
+            yf[y + 2 * M], yf[y + 3 * M] = _clamp(y10 + bias[m], bounds), _clamp(y11 + bias[m], bounds)
 
 
 @njit(nogil=True, inline="always")
@@ -549,7 +614,7 @@ def _winograd_scatter(Y, out, TH, TW):
 
 
 @njit(nogil=True, inline="always")
-def _winograd_1d(x, kernels, bias, out, geometry):
+def _winograd_1d(x, kernels, bias, out, geometry, bounds):
     """F(2, 3) along the one spatial axis: per pair of outputs, 4 inputs transformed (B^T d), 4 BLAS
     products [M, C] x [C, pairs], and A^T p."""
     pw = geometry[8]
@@ -576,15 +641,16 @@ def _winograd_1d(x, kernels, bias, out, geometry):
                     source[j], source[j + one], source[j + two], source[j + two + one])
         for f in range(4):
             _MATMUL(kernels[f, :, :], V[f, :, :], P[:, f, :])
-        _winograd_outputs_1d(P, bias, out[n].reshape((M, OW)) if exact else y, T)
+        _winograd_outputs_1d(P, bias, out[n].reshape((M, OW)) if exact else y, T, bounds)
         if not exact:
             for m in range(M):
                 _run(out[n, m, 0, 0], 0, y[m], 0, OW, 1)
 
 
 @njit(nogil=True, inline="always")
-def _winograd_outputs_1d(P, bias, y, T):
-    """y[m, 2 t + j] = (A^T p)[j] + bias[m], p the 4 values P[m, :, t]; y is [M, 2 T]."""
+def _winograd_outputs_1d(P, bias, y, T, bounds):
+    """y[m, 2 t + j] = (A^T p)[j] + bias[m], p the 4 values P[m, :, t], held to bounds (lo, hi); y is
+    [M, 2 T]."""
     M = P.shape[0]
     pf, yf = P.reshape(-1), y.reshape(-1)
     s, one, two = np.uint64(T), np.uint64(1), np.uint64(2)
@@ -594,13 +660,18 @@ def _winograd_outputs_1d(P, bias, y, T):
         for t in range(np.uint64(T)):
             k = p + t
             y0, y1 = _a(pf[k], pf[k + s], pf[k + two * s], pf[k + (two + one) * s])
-            yf[o + two * t], yf[o + two * t + one] = y0 + b, y1 + b
+            yf[o + two * t], yf[o + two * t + one] = _clamp(y0 + b, bounds), _clamp(y1 + b, bounds)
 
 
 @njit(nogil=True, inline="always")
 def conv_transpose(dtype, xa, wa, ba, oa, ka, sa):
-    x, w, bias, out, geometry, _ = _arguments(dtype, xa, wa, ba, oa, ka, sa)
-    return _conv_transpose(x, w, bias, out, geometry)
+    x, w, bias, out, geometry, _, bounds = _arguments(dtype, xa, wa, ba, oa, ka, sa)
+    if _conv_transpose(x, w, bias, out, geometry):
+        return 1
+    if _clamps(bounds):
+        of = out.reshape(-1)
+        _finish(of, 0, of.size, 0.0, bounds)
+    return 0
 
 
 @njit(nogil=True, inline="always")
@@ -659,7 +730,7 @@ def _conv_transpose(x, w, bias, out, geometry):
 
 _ENTRIES = {f"{kind}_{dtype}": dtype for kind in ("conv_direct", "conv_product", "conv_winograd", "conv_winograd_1d",
                                                    "conv_transpose") for dtype in ("float32", "float64")}
-_SIZES = 5 + 5 + 1 + 5 + 3 + 10  # the sizes of x, w, bias, out and kernels, and the geometry: one int64 array
+_SIZES = 5 + 5 + 1 + 5 + 3 + 12  # the sizes of x, w, bias, out and kernels, and the geometry: one int64 array
 
 
 @intrinsic
@@ -684,17 +755,27 @@ def _c_array(typingctx, address, shape, dtype):
     return array(address, shape, dtype), codegen
 
 
+@intrinsic
+def _float64_of(typingctx, bits):
+    """The float64 whose bits are the int64 `bits`."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.int64), codegen
+
+
 @njit(nogil=True, inline="always")
 def _arguments(dtype, xa, wa, ba, oa, ka, sa):
-    """(x, w, bias, out, geometry, kernels) of an entry: the arrays at these addresses, their sizes
-    (and the geometry) read from the int64 array at sa."""
+    """(x, w, bias, out, geometry, kernels, bounds) of an entry: the arrays at these addresses, their
+    sizes, the geometry (ten ints) and the bounds (lo, hi) the outputs are held to, as `dtype`
+    values (their float64 bits: conv.bounds_bits), read from the int64 array at sa."""
     z = _c_array(sa, (_SIZES,), np.int64)
     x = _c_array(xa, (z[0], z[1], z[2], z[3], z[4]), dtype)
     w = _c_array(wa, (z[5], z[6], z[7], z[8], z[9]), dtype)
     bias = _c_array(ba, (z[10],), dtype)
     out = _c_array(oa, (z[11], z[12], z[13], z[14], z[15]), dtype)
     kernels = _c_array(ka, (z[16], z[17], z[18]), dtype)
-    return x, w, bias, out, (z[19], z[20], z[21], z[22], z[23], z[24], z[25], z[26], z[27], z[28]), kernels
+    bounds = (dtype(_float64_of(z[29])), dtype(_float64_of(z[30])))
+    return x, w, bias, out, (z[19], z[20], z[21], z[22], z[23], z[24], z[25], z[26], z[27], z[28]), kernels, bounds
 
 
 # One function per entry for cfunc (and Numba's cache) to compile on its own, written out: Numba's
@@ -758,7 +839,7 @@ def require(name: str) -> None:
 def _caller(name: str):
     """The intrinsic kernels call entry `name` by, on arrays (x, w, bias, out, kernels: x, w and out of
     one rank from 3 to 5, read as 5-d with leading spatial axes of size 1; bias 1-d; kernels 3-d; all
-    C-contiguous, of the entry's dtype) and the geometry (a tuple of 10 ints); it returns the entry's
+    C-contiguous, of the entry's dtype) and the geometry (a tuple of 12 ints: see _arguments); it returns the entry's
     status. Typing it registers the symbol."""
     dtype = _ENTRIES[name]
 
@@ -768,7 +849,7 @@ def _caller(name: str):
         if (not all(isinstance(a, types.Array) for a in arrays) or x.ndim not in (3, 4, 5)
                 or [a.ndim for a in arrays] != [x.ndim, x.ndim, 1, x.ndim, 3]
                 or any(a.layout != "C" or str(a.dtype) != dtype for a in arrays)
-                or not isinstance(geometry, types.UniTuple) or geometry.count != 10
+                or not isinstance(geometry, types.UniTuple) or geometry.count != 12
                 or not isinstance(geometry.dtype, types.Integer)):
             return None  # a typing error: the rule passes nothing else
         external = _external(name)

@@ -876,9 +876,11 @@ def _next_state(g: LoopGen, carried: list, carried_next: list[str]) -> None:
 
 
 def emit_ops(g: LoopGen, graph: Graph, invariants: set[str], hoist: bool = True) -> None:
-    """The ops of a loop body (or of a branch in it) in order, elementwise groups fused into one
-    nest each (fusion.plan); with `hoist`, ops that read only `invariants` run once, before the loop."""
-    from . import fusion
+    """The ops of a loop body (or of a branch in it) in order, activations folded into the Conv
+    before them (activation.fold), elementwise groups fused into one nest each (fusion.plan); with
+    `hoist`, ops that read only `invariants` run once, before the loop."""
+    from . import activation, fusion
+    graph, originals = activation.fold(graph, g.const)
     groups = fusion.plan(graph, invariants)
     for op in graph.ops:
         group = groups.get(id(op))
@@ -894,13 +896,13 @@ def emit_ops(g: LoopGen, graph: Graph, invariants: set[str], hoist: bool = True)
                 for name, var in values.items():
                     g.define(name, var)
         except NoRule as e:
-            e.op = op  # (the op of the outermost graph, once it gets there: what a partition leaves out)
-            raise
+            e.op = originals.get(id(op), op)  # (the op of the outermost graph, once it gets there: what a
+            raise                             # partition leaves out)
         except Exception as e:  # noqa: BLE001 - a code generator bug costs speed, not the answer
             if debug_level() >= 2:
                 raise
             failure = generator_failure(e)
-            failure.op = op
+            failure.op = originals.get(id(op), op)
             raise failure from e
 
 

@@ -21,7 +21,7 @@ once. Numba has no vector types, and LLVM's loop vectorizer does not keep such a
 registers: it reloads and stores out at every k, behind runtime alias checks that fail for some row
 counts (8 GFLOP/s). So this module defines a vector type with six operations: zero, load, store,
 splat, broadcast of an element and multiply-add (`llvm.fmuladd`: an FMA where the CPU has one, as
-in BLAS). A vector is 64 bytes (16 float32) where the CPU has AVX-512, else 32 (8 float32, AVX2):
+in BLAS); and a clamp, for the activation a convolution applies as it stores (conv_rt.py). A vector is 64 bytes (16 float32) where the CPU has AVX-512, else 32 (8 float32, AVX2):
 the width is read from the CPU Numba compiles for, so a kernel cached on one machine is not reused
 on another (Numba's cache is keyed by the CPU and its features).
 
@@ -153,6 +153,17 @@ def _vfma(typingctx, a, b, c):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(llty, [llty] * 3), name)
         return builder.call(fn, args)
     return a(a, a, a), codegen
+
+
+@intrinsic
+def _vclamp(typingctx, v, lo, hi):
+    """v held to [lo, hi] lane by lane (a lane below lo is lo, above hi is hi), NaN kept: np.clip's
+    values, as np.minimum(np.maximum(v, lo), hi) gives them. With lo -inf and hi inf, v itself."""
+    def codegen(context, builder, sig, args):
+        x, low, high = args
+        x = builder.select(builder.fcmp_ordered("<", x, low), low, x)
+        return builder.select(builder.fcmp_ordered(">", x, high), high, x)
+    return v(v, v, v), codegen
 
 
 @intrinsic
