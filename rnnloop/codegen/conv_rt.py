@@ -515,34 +515,37 @@ def _winograd(x, kernels, bias, out, geometry, bounds):
 
 @njit(nogil=True, inline="always")
 def _winograd_inputs(xp, V, TH, TW):
-    """V[f, c, th * TW + tw] = (B^T d B)[f], d the 4x4 tile of xp [C, Hp, Wp] at (2 th, 2 tw).
-    (Flat unsigned indices, as _run.)"""
+    """V[4 k + i, c, th * TW + tw] = (B^T d B)[k, i], d the 4x4 tile of xp [C, Hp, Wp] at (2 th, 2 tw).
+    Per row of tiles, in loops that vectorise: B^T down each column of its four rows (into `rows`), the
+    even and odd columns of each result apart (`half`), then B across each tile's four columns from
+    those, contiguous in tw. (Tile by tile, 16 scalar loads and stores each: 125 against 68 µs for 64
+    channels of 8 x 25 tiles. Flat unsigned indices, as _run.)"""
     C, Hp, Wp = xp.shape
     T = TH * TW
+    n, m = 2 * TW + 2, TW + 1  # the columns the tiles cover; the even (odd) ones among them
+    rows = np.empty(4 * n, V.dtype)
+    half = np.empty(2 * m, V.dtype)
     xf, vf = xp.reshape(-1), V.reshape(-1)
     step, row, one, two = np.uint64(C * T), np.uint64(Wp), np.uint64(1), np.uint64(2)
+    un, um = np.uint64(n), np.uint64(m)
     for c in range(C):
         for th in range(TH):
             x0 = np.uint64((c * Hp + 2 * th) * Wp)
-            x1, x2, x3 = x0 + row, x0 + two * row, x0 + row + two * row
-            v = np.uint64(c * T + th * TW)
-            for tw in range(np.uint64(TW)):
-                j = two * tw
-                a0, a1, a2, a3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
-                j += one
-                b0, b1, b2, b3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
-                j += one
-                e0, e1, e2, e3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
-                j += one
-                f0, f1, f2, f3 = _b(xf[x0 + j], xf[x1 + j], xf[x2 + j], xf[x3 + j])
-                k = v + tw
-                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a0, b0, e0, f0)
-                k += (two + two) * step
-                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a1, b1, e1, f1)
-                k += (two + two) * step
-                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a2, b2, e2, f2)
-                k += (two + two) * step
-                vf[k], vf[k + step], vf[k + two * step], vf[k + (two + one) * step] = _b(a3, b3, e3, f3)
+            for j in range(un):
+                d0, d1, d2, d3 = xf[x0 + j], xf[x0 + row + j], xf[x0 + two * row + j], xf[x0 + two * row + row + j]
+                rows[j], rows[un + j], rows[two * un + j], rows[two * un + un + j] = _b(d0, d1, d2, d3)
+            for k in range(4):
+                r = np.uint64(k) * un
+                for j in range(um):
+                    half[j] = rows[r + two * j]
+                    half[um + j] = rows[r + two * j + one]
+                v = np.uint64(4 * k) * step + np.uint64(c * T + th * TW)
+                for tw in range(np.uint64(TW)):
+                    e0, o0, e1, o1 = half[tw], half[um + tw], half[tw + one], half[um + tw + one]
+                    vf[v + tw] = e0 - e1
+                    vf[v + step + tw] = o0 + e1
+                    vf[v + two * step + tw] = e1 - o0
+                    vf[v + two * step + step + tw] = o0 - o1
 
 
 @njit(nogil=True, inline="always")
