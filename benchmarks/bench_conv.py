@@ -1,9 +1,9 @@
 """asv benchmarks: the convolutions recurrent models put before their recurrence, rnnloop (one compiled
-region) and onnxruntime, one thread each, float32, batch 1.
+region), onnxruntime and OpenVINO (forced to f32), one thread each, float32, batch 1.
 
 Run with `asv run --python=same -b Conv` (add `--quick` for one sample each). Read rnnloop against
-onnxruntime within one run, as the `engine` parameter of the same benchmark, or from the track_
-ratios, which time both engines interleaved in one call and so hold when the machine drifts.
+its peers within one run, as the `engine` parameter of the same benchmark, or from the track_
+ratios, which time the engines interleaved in one call and so hold when the machine drifts.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ import os
 for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
+import importlib.util
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnloop.bench import Engine, asv_ratio, asv_runner, measure
+from rnnloop.bench import Engine, asv_ratio, asv_runner, measure, openvino_runner
 
 try:
     from threadpoolctl import threadpool_limits
@@ -59,13 +61,17 @@ def conv_model(name: str) -> tuple[onnx.ModelProto, dict]:
 
 
 def _runner(engine: str, name: str):
-    return asv_runner(engine, *conv_model(name))
+    if engine != "openvino":
+        return asv_runner(engine, *conv_model(name))
+    if importlib.util.find_spec("openvino") is None:
+        raise NotImplementedError("openvino is not installed")  # asv skips the case
+    return openvino_runner(*conv_model(name))
 
 
 class Conv:
-    """One call of each shape's Conv (with its bias); rnnloop compiled (numba) and onnxruntime."""
+    """One call of each shape's Conv (with its bias); rnnloop compiled (numba), onnxruntime, OpenVINO."""
 
-    params = (tuple(SHAPES), ("rnnloop", "onnxruntime"))
+    params = (tuple(SHAPES), ("rnnloop", "onnxruntime", "openvino"))
     param_names = ("shape", "engine")
     timeout = 600
 
@@ -78,8 +84,8 @@ class Conv:
 
 
 class ConvRatio:
-    """rnnloop's time over onnxruntime's on each shape (below 1: faster), both timed interleaved in one
-    call (median of 9 rounds each)."""
+    """rnnloop's time over onnxruntime's and over OpenVINO's on each shape (below 1: faster), the
+    engines timed interleaved in one call (median of 9 rounds each)."""
 
     params = (tuple(SHAPES),)
     param_names = ("shape",)
@@ -87,30 +93,44 @@ class ConvRatio:
 
     def setup(self, shape):
         self.engines = [Engine("rnnloop", lambda: _runner("rnnloop", shape)),
-                        Engine("onnxruntime", lambda: _runner("onnxruntime", shape))]
+                        Engine("onnxruntime", lambda: _runner("onnxruntime", shape)),
+                        Engine("openvino", lambda: _runner("openvino", shape))]
 
-    def track_ratio_to_onnxruntime(self, shape):
-        ours, theirs = measure(self.engines, repeat=9)
+    def _ratio(self, peer: int) -> float:
+        ours, theirs = measure([self.engines[0], self.engines[peer]], repeat=9)
         ratio = asv_ratio(ours, theirs)
         if not theirs.agrees:  # (measure compares every engine's output with the first's, rnnloop's)
-            raise RuntimeError(f"rnnloop's output differs from onnxruntime's by {theirs.difference}")
+            raise RuntimeError(f"rnnloop's output differs from {theirs.label}'s by {theirs.difference}")
         return ratio
 
-    track_ratio_to_onnxruntime.unit = "ratio"
+    def track_ratio_to_onnxruntime(self, shape):
+        return self._ratio(1)
+
+    def track_ratio_to_openvino(self, shape):
+        return self._ratio(2)
+
+    track_ratio_to_onnxruntime.unit = track_ratio_to_openvino.unit = "ratio"
 
 
 if __name__ == "__main__":  # a quick table without asv: python benchmarks/bench_conv.py [rounds]
     import sys
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    print(f"{'shape':26s} {'rnnloop µs':>11s} {'onnxruntime µs':>15s}  ratio median (range) of {rounds} rounds")
+    print(f"{'shape':26s} {'rnnloop µs':>11s} {'onnxruntime µs':>15s} {'openvino µs':>12s}  ratios to each, median "
+          f"(range) of {rounds} rounds")
+
+    def spread(values: list) -> str:
+        values = [v for v in values if v is not None]
+        return f"{np.median(values):.2f} ({min(values):.2f}-{max(values):.2f})" if values else "-"
+
     for shape in SHAPES:
         bench = ConvRatio()
         bench.setup(shape)
-        ours, theirs, ratios = [], [], []
+        times: list[list] = [[], [], []]
         for _ in range(rounds):
-            a, b = measure(bench.engines, repeat=9)
-            ours.append(a.seconds)
-            theirs.append(b.seconds)
-            ratios.append(a.seconds / b.seconds)
-        print(f"{shape:26s} {np.median(ours) * 1e6:11.1f} {np.median(theirs) * 1e6:15.1f}  "
-              f"{np.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})", flush=True)
+            for column, result in zip(times, measure(bench.engines, repeat=9)):
+                column.append(result.seconds)
+        medians = [np.median([t for t in column if t is not None]) * 1e6 if any(column) else float("nan")
+                   for column in times]
+        ratios = [[a / b if a and b else None for a, b in zip(times[0], column)] for column in times[1:]]
+        print(f"{shape:26s} {medians[0]:11.1f} {medians[1]:15.1f} {medians[2]:12.1f}  "
+              f"{spread(ratios[0])}  {spread(ratios[1])}", flush=True)
