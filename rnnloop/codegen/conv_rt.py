@@ -44,23 +44,22 @@ activation that follows a Conv (Relu, Clip), folded into it by activation.py. As
 that activation reread and rewrote the whole output; the CRNN's first layer with its ReLU took
 about 200 µs against onnxruntime's 145, 68-105 after the fold and the broadcast above.
 
-The whole Conv, rnnloop's session.run and onnxruntime's as benchmarks/bench_conv.py times them
-(python benchmarks/bench_conv.py 5, on 2026-11-26, after the panels above: rnnloop's time over
-onnxruntime's, the median and range of 5 rounds of 9 interleaved calls; µs per call, onnxruntime's
-in parentheses; the same shapes ranged about 0.1 either way between runs):
+The whole Conv, rnnloop's session.run against onnxruntime's and OpenVINO's (f32) as
+benchmarks/bench_conv.py times them (python benchmarks/bench_conv.py 5, on 2026-11-26, after the
+activation fold, the STFT's panels and the vectorised Winograd input transform: rnnloop's time over
+each peer's, the median and range of 5 rounds of 9 interleaved calls; µs per call; the same shapes
+ranged about 0.1 either way between runs):
 
-    STFT 258 x 256 taps, hop 128, 576 samples    47 µs  (48)    1.01 (0.97-1.03)
-    Conv1d 3 taps, 128 channels, 64 steps        111    (123)   0.92 (0.88-0.93)
-    Conv1d 3 taps, 64 channels, 64 steps         49     (56)    0.86 (0.67-0.89)
-    CRNN 3x3, 1 -> 64 on 32x100                  165    (170)   0.97 (0.87-0.98)
-    CRNN 3x3, 64 -> 128 on 16x50                 1285   (1374)  0.92 (0.82-0.96)
-    CRNN 3x3, 128 -> 256 on 8x25                 1005   (1366)  0.72 (0.68-0.88)
-    CRNN 3x3, 256 -> 256 on 8x25                 2681   (2892)  0.93 (0.90-0.95)
-    CRNN 3x3, 256 -> 256 on 4x25                 1359   (1461)  0.90 (0.87-0.95)
-    depthwise Conv1d, 128 channels, 11 taps      50     (114)   0.42 (0.40-0.45)
-
-(the STFT and the first CRNN layer are closest to onnxruntime's time: the STFT reads its 258 x 256
-weights once per frame, and the 1 -> 64 layer writes 800 KiB of output from 9 products per element.)
+                                                 rnnloop  onnxruntime  OpenVINO   / onnxruntime      / OpenVINO
+    STFT 258 x 256 taps, hop 128, 576 samples    22       36           148        0.62 (0.59-0.64)   0.15 (0.14-0.16)
+    Conv1d 3 taps, 128 channels, 64 steps        84       95           236        0.88 (0.79-0.88)   0.36 (0.33-0.38)
+    Conv1d 3 taps, 64 channels, 64 steps         30       35           165        0.83 (0.80-0.87)   0.18 (0.17-0.19)
+    CRNN 3x3, 1 -> 64 on 32x100                  75       122          456        0.62 (0.56-0.69)   0.16 (0.15-0.17)
+    CRNN 3x3, 64 -> 128 on 16x50                 1064     1386         1660       0.80 (0.77-0.87)   0.65 (0.61-0.69)
+    CRNN 3x3, 128 -> 256 on 8x25                 1086     1374         1684       0.81 (0.71-0.96)   0.66 (0.60-0.75)
+    CRNN 3x3, 256 -> 256 on 8x25                 1881     2608         2998       0.74 (0.69-0.79)   0.63 (0.61-0.69)
+    CRNN 3x3, 256 -> 256 on 4x25                 1316     1355         1870       0.94 (0.83-0.97)   0.72 (0.68-0.73)
+    depthwise Conv1d, 128 channels, 11 taps      31       58           169        0.55 (0.52-0.62)   0.18 (0.18-0.21)
 """
 
 from __future__ import annotations
