@@ -84,15 +84,13 @@ def op_opset(op: Op) -> int:
     for (op_type, name, value), since in _NEWER_VALUES.items():
         if op.op_type == op_type and op.attrs.get(name) in (value, value.encode()):
             version = max(version, since)
-    while op.attrs:
+    for candidate in range(version, defs.onnx_opset_version() + 1) if op.attrs else ():
         try:
-            known = {a for a in defs.get_schema(op.op_type, version).attributes}
+            if set(op.attrs) <= set(defs.get_schema(op.op_type, candidate).attributes):
+                return candidate
         except defs.SchemaError:
-            return version
-        if set(op.attrs) <= known or version >= defs.onnx_opset_version():
-            return version
-        version += 1
-    return version
+            break
+    return version  # (an attribute no opset has: written as it is, at the opset of the rest)
 
 
 def model_opset(graph: Graph) -> int:

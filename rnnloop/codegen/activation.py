@@ -8,8 +8,8 @@ output to bounds (lo, hi) as they store it, and `fold` gives the Conv those boun
 
 It folds an activation when its input is a Conv's only output, read by nothing else and not an
 output of the graph. The folded Conv exists only while a kernel is generated: the session's graph,
-the interpreter and a fallback still see the two ops. (A bound equal to NaN is not folded: Clip's
-comparisons with NaN keep every value, which lo/hi cannot say.)
+the interpreter and a fallback still see the two ops. (A NaN bound is not folded: Clip's maximum
+and minimum with NaN make every value NaN, where the entries' comparisons would keep them.)
 """
 
 from __future__ import annotations

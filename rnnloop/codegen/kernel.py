@@ -896,8 +896,9 @@ def emit_ops(g: LoopGen, graph: Graph, invariants: set[str], hoist: bool = True)
                 for name, var in values.items():
                     g.define(name, var)
         except NoRule as e:
-            e.op = originals.get(id(op), op)  # (the op of the outermost graph, once it gets there: what a
-            raise                             # partition leaves out)
+            # (the op of the outermost graph, once it gets there: what a partition leaves out)
+            e.op = originals.get(id(op), op)
+            raise
         except Exception as e:  # noqa: BLE001 - a code generator bug costs speed, not the answer
             if debug_level() >= 2:
                 raise
