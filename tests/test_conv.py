@@ -221,8 +221,8 @@ def test_a_compiled_grid_matches_the_interpreter(grid, piece, pieces, const_w):
 
 
 # The paths of conv(): Winograd (3x3 or 3 taps, 16+ channels, constant W), im2col + BLAS (a computed W; large
-# kernels; groups), a 1x1 read as it is, gemv for few output positions, direct loops for depthwise; each with
-# and without an activation folded into it (codegen/activation.py).
+# kernels; groups), a 1x1 read as it is, a constant W's panels (else gemv) for few output positions, direct
+# loops for depthwise; each with and without an activation folded into it (codegen/activation.py).
 PATHS = [conv([1, 16, 9, 7], [16, 16, 3, 3], bias=True, pads=[1, 1, 1, 1], activation="Relu"),
          conv([2, 17, 6, 5], [20, 17, 3, 3], pads=[0, 1, 2, 0]),
          conv([1, 16, 5, 6], [16, 16, 3, 3], auto_pad="SAME_LOWER", activation=("Clip", -0.5, 0.5)),
@@ -271,15 +271,18 @@ def test_winograd_on_panels_matches_the_interpreter():
 
 def test_an_activation_is_folded_into_the_convolution_before_it():
     """A Relu or Clip that alone reads a Conv's output is applied as the Conv stores it
-    (codegen/activation.py), NaN kept; one whose Conv output is also read elsewhere runs on its own."""
+    (codegen/activation.py), NaN kept; one whose Conv output is also read elsewhere runs on its own.
+    The paths: a short product, Winograd, direct loops and a constant W's panels (13 output positions)."""
     model, feeds = conv_model([conv([1, 1, 12, 20], [8, 1, 3, 3], bias=True, pads=[1, 1, 1, 1], activation="Relu"),
                                conv([1, 16, 6, 5], [16, 16, 3, 3], activation=("Clip", -0.5, None)),
-                               conv([1, 12, 30], [12, 1, 11], group=12, activation="Relu")])
+                               conv([1, 12, 30], [12, 1, 11], group=12, activation="Relu"),
+                               conv([2, 8, 30], [10, 8, 5], strides=[2], activation=("Clip", None, 0.25))])
     feeds["x0"][0, 0, 3, 4] = np.nan
     model.graph.output.append(helper.make_tensor_value_info("c2", F32, None))  # (the third Conv's output)
     session = load_compiled(model)
     [(_, source)] = session.kernel_sources()
     assert "Relu 'relu0'" not in source and "Clip 'clip1'" not in source and "Relu 'relu2'" in source
+    assert "Clip 'clip3'" not in source and "k_panels" in source
     results = session.run(None, feeds)
     assert np.isnan(results[0]).any()
     assert_same(results, rnnloop.load(model, backend="interp").run(None, feeds), rtol=1e-4, atol=1e-5)

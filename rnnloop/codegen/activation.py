@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..interp.math_ops import _finite_limits
+from ..interp.math_ops import finite_limits
 from ..ir import Graph, Op, TensorType
 
 BOUNDS = "rnnloop.bounds"  # the folded Conv's attribute: (lo, hi), floats
@@ -62,7 +62,7 @@ def _bounds(op: Op, const: Callable[[str], np.ndarray | None], dtype: np.dtype |
     if op.op_type == "Relu" and len(op.inputs) == 1:
         return 0.0, np.inf
     if op.op_type == "Clip":
-        lo, hi = _finite_limits(dtype)  # (Clip's defaults: the finite limits, to which it clips infinities)
+        lo, hi = finite_limits(dtype)  # (Clip's defaults: the finite limits, to which it clips infinities)
         values = []
         for name, default in zip((op.inputs + ["", ""])[1:3], (lo, hi)):
             value = const(name) if name else np.asarray(default, dtype)

@@ -74,7 +74,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import blas
-from .simd import MAX_ROWS, _lanes, _vbroadcast, _vclamp, _vfma, _vload, _vsplat, _vstore, multiply  # (vector operations: see simd.py)
+from .simd import (MAX_ROWS, _lanes, _vbroadcast, _vclamp, _vfma, _vload, _vsplat, _vstore,  # (see simd.py)
+                   multiply, panel_width)
 
 _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64  # called on views of layout 'A' only (x[a:b, :],
 #   not x[a:b]): one compiled product per dtype serves every call
@@ -258,9 +259,7 @@ def _conv_product(x, w, bias, out, geometry, bounds, kernels):
     cols = np.empty((0 if pointwise else K, chunk), out.dtype)
     ones = bias if bias.size or K > SMALL_K else np.zeros(M, out.dtype)  # the bias _small_product adds
     clamped = _clamps(bounds)
-    width = 2 * _lanes(kernels)
-    packed = (group == 1 and not pointwise and kernels.shape[0] == (M + width - 1) // width
-              and kernels.shape[1] == K and kernels.shape[2] == width)
+    packed = group == 1 and not pointwise and _panels_fit(kernels, 1, K, M)
     rows = np.empty((PANEL_MAX_COLUMNS if packed else 0, K), out.dtype)
     few = np.empty((PANEL_MAX_COLUMNS if packed else 0, M), out.dtype)
     of = out.reshape(-1)
@@ -322,10 +321,11 @@ def _few_columns(cols, lc, panels, rows, few, out, start, L, bias, bounds):
 @njit(nogil=True, inline="always")
 def _small_product(w, wo, M, K, c, co, cs, n, out, oo, os, bias, bo, bounds):
     """out[oo + m * os + l] = bias[bo + m] + sum over r < K of w[wo + m * K + r] * c[co + r * cs + l], for
-    m < M and l < n (flat arrays), held to bounds (lo, hi). Four rows by two vectors of columns accumulate in registers over r
-    (simd.py's vector operations): for a short inner dimension, where BLAS's blocking costs more than
-    it saves (64 x 9 x 3200, the bias added: 50 against 75 µs). (Written as plainly as this on
-    purpose: with the ragged rows folded into the same loop, it ran at half the speed.)"""
+    m < M and l < n (flat arrays), held to bounds (lo, hi). Four rows by two vectors of columns
+    accumulate in registers over r (simd.py's vector operations): for a short inner dimension, where
+    BLAS's blocking costs more than it saves (64 x 9 x 3200, the bias added: 50 against 75 µs).
+    (Written as plainly as this on purpose: with the ragged rows folded into the same loop, it ran
+    at half the speed.)"""
     lanes = _lanes(out)
     whole = n - n % (2 * lanes)
     lo, hi = _vsplat(bounds[0]), _vsplat(bounds[1])
@@ -430,9 +430,10 @@ def _columns(xp, kd, kh, kw, geometry, OH, OW, l0, lc, cols):
 # ---------------------------------------------------------------------------------------------
 # Winograd's F(2x2, 3x3): 3x3 kernels, strides and dilations 1, one group. Each 4x4 tile of the
 # padded input (at every second row and column) is transformed (B^T d B), the 16 products of its
-# elements with the kernels' transforms (G g G^T, made at load) are summed over channels by 16 BLAS
-# products [M, C] x [C, tiles], and each tile's 2x2 outputs are A^T p A. 2.25 times fewer
-# multiplications than the direct product; float32 results differ from it by a few ulps of the sums.
+# elements with the kernels' transforms (G g G^T, made at load) are summed over channels by 16
+# products [tiles, C] x [C, M] (_winograd_products), and each tile's 2x2 outputs are A^T p A. 2.25
+# times fewer multiplications than the direct product; float32 results differ from it by a few ulps
+# of the sums.
 
 
 @njit(nogil=True, inline="always")
@@ -464,8 +465,16 @@ def _kernels_fit(kernels, w):
     M, C = w.shape[0], w.shape[1]
     if C < PACKED_MIN_CHANNELS:
         return kernels.shape[0] == 16 and kernels.shape[1] == M and kernels.shape[2] == C
-    width = 2 * _lanes(kernels)
-    return kernels.shape[0] == 16 * ((M + width - 1) // width) and kernels.shape[1] == C and kernels.shape[2] == width
+    return _panels_fit(kernels, 16, C, M)
+
+
+@njit(nogil=True, inline="always")
+def _panels_fit(panels, count, k, n):
+    """Whether `panels` holds `count` matrices [k, n] packed as panels (simd.pack_weights), one after the
+    other: [count * ceil(n / P), k, P]."""
+    width = panel_width(panels)
+    return (panels.shape[0] == count * ((n + width - 1) // width) and panels.shape[1] == k
+            and panels.shape[2] == width)
 
 
 @njit(nogil=True, inline="always")
@@ -769,7 +778,7 @@ def _float64_of(typingctx, bits):
 def _arguments(dtype, xa, wa, ba, oa, ka, sa):
     """(x, w, bias, out, geometry, kernels, bounds) of an entry: the arrays at these addresses, their
     sizes, the geometry (ten ints) and the bounds (lo, hi) the outputs are held to, as `dtype`
-    values (their float64 bits: conv.bounds_bits), read from the int64 array at sa."""
+    values (their float64 bits: conv._bounds_bits), read from the int64 array at sa."""
     z = _c_array(sa, (_SIZES,), np.int64)
     x = _c_array(xa, (z[0], z[1], z[2], z[3], z[4]), dtype)
     w = _c_array(wa, (z[5], z[6], z[7], z[8], z[9]), dtype)

@@ -21,9 +21,10 @@ once. Numba has no vector types, and LLVM's loop vectorizer does not keep such a
 registers: it reloads and stores out at every k, behind runtime alias checks that fail for some row
 counts (8 GFLOP/s). So this module defines a vector type with six operations: zero, load, store,
 splat, broadcast of an element and multiply-add (`llvm.fmuladd`: an FMA where the CPU has one, as
-in BLAS); and a clamp, for the activation a convolution applies as it stores (conv_rt.py). A vector is 64 bytes (16 float32) where the CPU has AVX-512, else 32 (8 float32, AVX2):
-the width is read from the CPU Numba compiles for, so a kernel cached on one machine is not reused
-on another (Numba's cache is keyed by the CPU and its features).
+in BLAS); and a clamp, for the activation a convolution applies as it stores (conv_rt.py). A
+vector is 64 bytes (16 float32) where the CPU has AVX-512, else 32 (8 float32, AVX2): the width is
+read from the CPU Numba compiles for, so a kernel cached on one machine is not reused on another
+(Numba's cache is keyed by the CPU and its features).
 
 A single row (batch 1) is a matrix-vector product, bound by reading the weights: it reads the same
 panels eight or four at a time (_row). With 32-byte vectors, OpenBLAS's blocking for large matrices wins

@@ -250,13 +250,13 @@ def run_clip(input: np.ndarray, min: np.ndarray | None = None, max: np.ndarray |
     if min is None and max is None and _integral(input):
         return input
     # The spec's defaults are finite (numeric_limits::lowest/max), so infinities clip to them.
-    low = _finite_limits(input.dtype)[0] if min is None else as_scalar(min, "min")
-    high = _finite_limits(input.dtype)[1] if max is None else as_scalar(max, "max")
+    low = finite_limits(input.dtype)[0] if min is None else as_scalar(min, "min")
+    high = finite_limits(input.dtype)[1] if max is None else as_scalar(max, "max")
     return np.asarray(np.minimum(np.maximum(input, low), high))
 
 
 @lru_cache(maxsize=None)
-def _finite_limits(dtype: np.dtype) -> tuple:
+def finite_limits(dtype: np.dtype) -> tuple:
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
     else:
