@@ -97,7 +97,8 @@ class Session:
             max_iterations = int(os.environ["RNNLOOP_MAX_ITERATIONS"])
         kernels = {id(p.op): p.fused for p in self.plans if isinstance(p.fused, FusedLoop)}
         kernels.update(compiled)
-        self.options = Options(max_iterations=max_iterations, kernels=kernels, programs=plan.programs)
+        self.options = Options(max_iterations=max_iterations, kernels=kernels, programs=plan.programs,
+                               threads=self.threads, pool=_workers(self.threads) if kernels else None)
         whole = self.partition.whole() if self.partition else None
         typed = all(isinstance(t, TensorType) and t.dtype is not None and t.shape is not None
                     for t in map(graph.type_of, graph.inputs))
@@ -241,6 +242,12 @@ class _Direct:
         values = [arrays[k] for k in self.passed]
         results = region.call_ready(region.op, values, self.session.options, (self.cap,), values)
         return [results[k] for k in picked]  # (the kernel's own arrays: see region._returned)
+
+
+def _workers(threads: int):
+    """The workers that share the products of compiled code for a session of `threads` threads."""
+    from .codegen import pool
+    return pool.pool(threads)
 
 
 def _graphs(graph: Graph):

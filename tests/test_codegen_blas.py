@@ -17,11 +17,15 @@ def _strided(fn, dtype, panels=False):
     """fn compiled once for matrices of any strides (Numba layout 'A'), so that every layout below
     runs the same machine code: each layout would otherwise be a compile of its own (minutes on a
     fresh checkout, where these functions have no cache yet). With `panels`, fn takes b's panels
-    (simd.pack) after b, and whether to read them backwards after out."""
+    (simd.pack) after b, and whether to read them backwards, the threads it may use and the address
+    of the workers' block (rnnloop.codegen.pool) after out."""
     matrix = numba.from_dtype(np.dtype(dtype))[:, :]
     if panels:
-        signature = numba.void(matrix, matrix, numba.from_dtype(np.dtype(dtype))[:, :, ::1], matrix, numba.boolean)
-        return numba.njit(signature)(lambda a, b, p, out, backwards: fn(a, b, p, out, backwards))
+        signature = numba.void(matrix, matrix, numba.from_dtype(np.dtype(dtype))[:, :, ::1], matrix, numba.boolean,
+                               numba.int64, numba.int64)
+        compiled = numba.njit(signature)(lambda a, b, p, out, backwards, threads, block:
+                                         fn(a, b, p, out, backwards, threads, block))
+        return lambda a, b, p, out, backwards, threads=1, block=0: compiled(a, b, p, out, backwards, threads, block)
     return numba.njit(numba.void(matrix, matrix, matrix))(lambda a, b, out: fn(a, b, out))
 
 
@@ -112,6 +116,33 @@ def test_packed_products(dtype):
                 matmul(av, b, panels, out, backwards)
                 np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * k, err_msg=f"{m}x{k}x{n} {out.strides}")
             assert np.array_equal(outs[0], outs[1])  # the panels' order changes no sum
+
+
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
+def test_a_packed_product_shared_with_workers_gives_the_same_bits(dtype):
+    """Columns of panels split between the caller and the workers of rnnloop.codegen.pool: each
+    column is the same sum in the same order, whoever computes it. Shapes: one row and many, a
+    partial last panel, two panels (the least that splits), and one too small to split."""
+    from rnnloop.codegen import pool
+
+    matmul = _strided(getattr(simd, simd.MATMUL_PACKED), dtype, panels=True)
+    workers = pool.pool(3)
+    rng = np.random.default_rng(3)
+    width = 2 * simd.VECTOR_BYTES // np.dtype(dtype).itemsize
+    for m, k, n in [(1, 256, 1024), (1, 300, 17 * width + 3), (16, 256, 1000), (6, 1024, 2 * width), (2, 3, 40)]:
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
+        panels = simd.pack_weights(b)
+        want = np.full((m, n), np.nan, dtype)
+        matmul(a, b, panels, want, False)
+        for backwards in (False, True):
+            shared = int(workers.block[pool.SHARED])
+            workers.wake()
+            got = np.full((m, n), np.nan, dtype)
+            matmul(a, b, panels, got, backwards, 3, workers.address)
+            assert np.array_equal(got, want), (m, k, n, backwards)
+            if m * k * n < simd.SPLIT_WORK:
+                assert workers.block[pool.SHARED] == shared  # (too small: never handed off)
 
 
 def test_panels_are_made_once_and_only_where_they_serve():

@@ -19,7 +19,8 @@ from ..interp.sequence_ops import RowSequence
 from ..ir import Loop, Op, SequenceType, TensorType
 from .cache import load_source
 from .emitter import NoRule, debug_level
-from .kernel import STATUS_SIZE, KernelModule, generate
+from ..threads import in_part
+from .kernel import STATUS_POOL, STATUS_SIZE, STATUS_THREADS, KernelModule, generate
 
 
 class Compiled:
@@ -90,6 +91,10 @@ class Compiled:
     def call_ready(self, op: Op, values: list[Any], options: Options, scalars: tuple, arrays: list[Any]) -> tuple:
         """call(), for arrays the caller has already made C-contiguous, aligned and writable."""
         status = np.zeros(STATUS_SIZE, np.int64)
+        workers = options.pool
+        if workers is not None and not in_part():  # (a part of a split call has one thread)
+            workers.wake()
+            status[STATUS_THREADS], status[STATUS_POOL] = options.threads, workers.address
         try:
             return self.function(status, *scalars, *arrays, *self.constants)
         except Exception as e:

@@ -56,10 +56,14 @@ SMALL_CONSTANT = 64
 CONSTANT_PREFIX = "K_"
 
 # The kernel reports errors in an int64 status array: [code, iteration, detail a, detail b, code of
-# the op running, rank r of two shapes, the r dims of one shape, the r dims of the other].
+# the op running, rank r of two shapes, the r dims of one shape, the r dims of the other]. Its caller
+# puts two things for the call after those: the threads it may use and the address of the workers'
+# block (pool.py), which products read.
 MAX_RANK = 8
 STATUS_SHAPES = 6
-STATUS_SIZE = STATUS_SHAPES + 2 * MAX_RANK
+STATUS_THREADS = STATUS_SHAPES + 2 * MAX_RANK
+STATUS_POOL = STATUS_THREADS + 1
+STATUS_SIZE = STATUS_POOL + 1
 
 
 
@@ -77,7 +81,8 @@ def matmul_call(a: str, b: str, out: str, a_rank: int = 2, b_rank: int = 2, pane
         b, out = f"{b}[:, None]", f"{out}[:, None]"
     if panels is not None:
         from . import simd
-        return f"_s.{simd.MATMUL_PACKED}({a}, {b}, {panels}, {out}, {backwards})"
+        return (f"_s.{simd.MATMUL_PACKED}({a}, {b}, {panels}, {out}, {backwards}, "
+                f"status[{STATUS_THREADS}], status[{STATUS_POOL}])")
     # Every operand as a view of layout 'A' (x[:, :]): one compiled product per dtype serves every
     # kernel, where each combination of layouts took 4 s to compile.
     a, b, out = (f"{e}[:, :]" if re.fullmatch(r"[\w.]+(\[[^\[\]]*\])*", e) else f"({e})[:, :]" for e in (a, b, out))

@@ -47,7 +47,7 @@ from numba import cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-from . import blas
+from . import blas, pool
 
 
 
@@ -473,8 +473,15 @@ def _as_array(typingctx, address, shape, strides, dtype):
 
 
 # (address, rows, columns, row stride, column stride) of a, b and out, (address, panels, depth, width
-# and their three strides) of the panels, all strides in bytes; whether to read the panels backwards.
-_PRODUCT_ARGS = 5 + 5 + 7 + 5 + 1
+# and their three strides) of the panels, all strides in bytes; whether to read the panels backwards;
+# the threads the call may use and the address of the pool's block (pool.py: 1 and 0 for one thread);
+# the product's own address (for a worker to call); and the panels to do, [first, last) (last < 0: all).
+_PRODUCT_ARGS = 5 + 5 + 7 + 5 + 1 + 2 + 1 + 2
+assert _PRODUCT_ARGS == pool.ARITY
+# A product splits its panels between the caller and idle workers when it has at least this many
+# multiply-adds (rows x inner x columns) and two panels. Below, the hand-off (two cache lines passed
+# between cores, about a microsecond in all) costs more than a share saves.
+SPLIT_WORK = 1 << 16
 # The BLAS product of the provider in use (not both: each compiles for seconds). Numba freezes it into
 # the compiled product, so rnnloop's cache keeps each provider's helpers apart (cache.py).
 _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64
@@ -482,26 +489,64 @@ _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64
 
 @njit(nogil=True)
 def _product(dtype, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
-             out, om, on, os0, os1, backwards):
-    """out = a @ b on panels p when they serve, else through BLAS, for arrays of `dtype`."""
+             out, om, on, os0, os1, backwards, threads, block, entry, first, last):
+    """out = a @ b on panels p when they serve (shared with idle workers when it pays), else through
+    BLAS, for arrays of `dtype`; or, with last >= 0, only the columns of panels [first, last)."""
     a_, b_ = _as_array(a, (am, ak), (as0, as1), dtype), _as_array(b, (bk, bn), (bs0, bs1), dtype)
     p_, out_ = _as_array(p, (pc, pk, pw), (ps0, ps1, ps2), dtype), _as_array(out, (om, on), (os0, os1), dtype)
+    if last >= 0:
+        _share(a_, p_, out_, backwards != 0, first, last)
+        return 0
+    if (threads > 1 and block != 0 and pc >= 2 and am * ak * on >= SPLIT_WORK and 1 <= am <= MAX_ROWS
+            and pk == ak and pw == panel_width(out_) and pc == (on + pw - 1) // pw and om == am):
+        workers = _as_array(block, (pool.HEADER,), (8,), np.int64)[0]
+        block_ = _as_array(block, (pool.HEADER + workers * pool.SLOT,), (8,), np.int64)
+        claimed = pool.claim(block_, min(threads - 1, pc - 1))
+        if claimed:
+            block_[pool.SHARED] += 1  # (a count for tests and explain(): callers may race on it)
+            parts = 1
+            for w in range(62):
+                parts += (claimed >> w) & 1
+            k = 1
+            for w in range(62):
+                if (claimed >> w) & 1:
+                    job = pool.HEADER + w * pool.SLOT + pool.JOB
+                    values = (entry, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
+                              out, om, on, os0, os1, backwards, threads, block, entry,
+                              pc * k // parts, pc * (k + 1) // parts)
+                    for i in range(pool.ARITY + 1):
+                        block_[job + i] = values[i]
+                    pool.post(block_, w)
+                    k += 1
+            _share(a_, p_, out_, backwards != 0, 0, pc // parts)
+            for w in range(62):
+                if (claimed >> w) & 1 and pool.take_back(block_, w):  # (not started: done here)
+                    job = pool.HEADER + w * pool.SLOT + pool.JOB
+                    _share(a_, p_, out_, backwards != 0, block_[job + pool.ARITY - 1], block_[job + pool.ARITY])
+            return 0
     if not multiply(a_, p_, out_, backwards != 0):
         _MATMUL(a_, b_, out_)
     return 0
 
 
+@njit(nogil=True)
+def _share(a, packed, out, backwards, first, last):
+    """The columns of out that panels [first, last) of a product give."""
+    width = packed.shape[2]
+    multiply(a, packed[first:last], out[:, first * width:min(last * width, out.shape[1])], backwards)
+
+
 # One function per dtype for cfunc (and Numba's cache) to compile on its own.
 def _product_float32(a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
-                     out, om, on, os0, os1, backwards):
+                     out, om, on, os0, os1, backwards, threads, block, entry, first, last):
     return _product(np.float32, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
-                    out, om, on, os0, os1, backwards)
+                    out, om, on, os0, os1, backwards, threads, block, entry, first, last)
 
 
 def _product_float64(a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
-                     out, om, on, os0, os1, backwards):
+                     out, om, on, os0, os1, backwards, threads, block, entry, first, last):
     return _product(np.float64, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
-                    out, om, on, os0, os1, backwards)
+                    out, om, on, os0, os1, backwards, threads, block, entry, first, last)
 
 
 @functools.cache
@@ -530,7 +575,7 @@ def _packed_product():
     written directly where it is called (an intrinsic: nothing of its own to compile). Typing it
     registers the symbol; a caller loaded from Numba's cache (a kernel) has called require()."""
     @intrinsic
-    def product(typingctx, a, b, packed, out, backwards):
+    def product(typingctx, a, b, packed, out, backwards, threads, block):
         arrays = (a, b, packed, out)
         if not all(isinstance(x, types.Array) for x in arrays) or [x.ndim for x in arrays] != [2, 2, 3, 2]:
             return None
@@ -547,11 +592,13 @@ def _packed_product():
                 values += cgutils.unpack_tuple(builder, array.shape) + cgutils.unpack_tuple(builder, array.strides)
             backwards_value = context.cast(builder, args[4], signature.args[4], types.boolean)
             values.append(builder.zext(backwards_value, intp))
-            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(intp, [intp] * len(values)),
+            values += [context.cast(builder, v, t, types.intp) for v, t in zip(args[5:], signature.args[5:])]
+            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(intp, [intp] * _PRODUCT_ARGS),
                                                       external.symbol)
+            values += [builder.ptrtoint(function, intp), ir.Constant(intp, 0), ir.Constant(intp, -1)]
             builder.call(function, values)
             return context.get_dummy_value()
-        return types.void(a, b, packed, out, backwards), codegen
+        return types.void(a, b, packed, out, backwards, threads, block), codegen
     return product
 
 

@@ -26,6 +26,9 @@ class Options:
     # Subgraphs (loop bodies, If branches) to run as another graph: the same with compiled regions
     # in place of their ops (plan.Plan.programs), by id of the subgraph.
     programs: dict[int, Graph] = field(default_factory=dict)
+    # The threads a call may use, and the workers that share a kernel's products (codegen/pool.py).
+    threads: int = 1
+    pool: Any = None
 
 
 # Ops that, given the shapes of the graph's inputs and its constants, compute the same small values
