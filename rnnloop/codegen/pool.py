@@ -86,7 +86,7 @@ def swap(typingctx, array, index, expected, new):
 def pause(typingctx):
     """A spin-wait hint (x86 `pause`: spares the sibling thread and the memory order machine)."""
     def codegen(context, builder, sig, args):
-        if "x86" in (builder.module.triple or "") or "x86" in context.codegen()._tm.triple:
+        if "x86" in (builder.module.triple or ""):  # (elsewhere a plain spin)
             fn = builder.module.globals.get("llvm.x86.sse2.pause") or ir.Function(
                 builder.module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
             builder.call(fn, [])
@@ -232,8 +232,12 @@ def pool(threads: int) -> Pool | None:
 
 
 def _forget() -> None:
-    """In a forked child: the parent's workers do not exist there."""
+    """In a forked child: the parent's workers do not exist there. Sessions loaded before the fork
+    keep the parent's block with no workers in it (their products run on one thread); sessions
+    loaded after it get a pool of their own."""
     global _pool, _lock
+    if _pool is not None:
+        _pool.block[0] = 0
     _pool, _lock = None, threading.Lock()
 
 
