@@ -30,6 +30,11 @@ CASES = {
     "gru_native b64": ("gru_native", dict(batch=64, input_size=128, hidden=256, steps=200)),
     "bilstm_encoder b12": ("bilstm_encoder", dict(batch=12)),
     "bigru_encoder b12": ("bigru_encoder", dict(batch=12)),
+    # Batch 1 cannot be split by rows: each step's product is shared by columns (codegen/pool.py).
+    "lstm_loop b1": ("lstm_loop", dict(batch=1, input_size=128, hidden=256, steps=200)),
+    "lstm_native b1": ("lstm_native", dict(batch=1, input_size=128, hidden=256, steps=200)),
+    "bilstm_encoder b1": ("bilstm_encoder", dict(batch=1)),
+    "vad_stream": ("vad_stream", {}),
 }
 ENGINES = ("rnnloop", "onnxruntime", "openvino")
 
@@ -108,13 +113,14 @@ class Streams:
     track_two_streams_throughput.unit = "x"
 
 
-if __name__ == "__main__":  # the table: python benchmarks/bench_threads.py [rounds]
+if __name__ == "__main__":  # the table: python benchmarks/bench_threads.py [rounds [case ...]]
     import sys
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    chosen = sys.argv[2:] or list(CASES)
     print(f"median ms per call over {rounds} rounds of 5 interleaved calls (range); ratios: rnnloop's time over each "
           "engine's at the same threads, median (range)")
     print(f"{'model':20s} {'threads':8s} " + " ".join(f"{e:>20s}" for e in ENGINES) + f" {'vs onnxruntime':>18s} {'vs openvino':>18s}")
-    for case in CASES:
+    for case in chosen:
         for threads in (1, 0):
             made = engines(case, threads)
             times = {e: [] for e in ENGINES}
@@ -129,6 +135,8 @@ if __name__ == "__main__":  # the table: python benchmarks/bench_threads.py [rou
             label = "1" if threads == 1 else "default"
             print(f"{case:20s} {label:8s} " + " ".join(f"{c:>20s}" for c in cells) + " " + " ".join(f"{r:>18s}" for r in ratios))
             sys.stdout.flush()
+    if sys.argv[2:]:
+        sys.exit(0)
     speedups = [streams_speedup() for _ in range(rounds)]
     print(f"vad_stream, one Session, 2 streams in 2 threads: {np.median(speedups):.2f}x the throughput of 1 thread "
           f"({min(speedups):.2f}-{max(speedups):.2f})")

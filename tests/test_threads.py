@@ -197,13 +197,15 @@ def test_one_session_in_two_threads_gives_each_stream_its_sequential_results():
             np.testing.assert_array_equal(a, b)
 
 
-def test_a_call_that_is_not_split_shares_its_products_with_a_worker_and_gives_the_same_bits():
+def test_a_call_that_is_not_split_shares_its_products_with_a_worker_and_gives_the_same_bits(monkeypatch):
     """Batch 1 is never split by rows: with two threads, each step's product is split by columns
     between the caller and a worker (rnnloop/codegen/pool.py). Every column is the same sum in the
     same order either way, so the results are identical; a session of one thread never shares."""
     from rnnloop.codegen import pool
 
     model, feeds = models.lstm_loop(batch=1, steps=6, hidden=128, input_size=16)  # (h @ R: 128 x 512)
+    assert rnnloop.load(model, threads=2).options.pool is None  # (opt-in for now)
+    monkeypatch.setenv("RNNLOOP_SHARE_PRODUCTS", "1")
     one, two = rnnloop.load(model, threads=1), rnnloop.load(model, threads=2)
     workers = two.options.pool
     assert one.options.pool is None and workers is pool.pool(2)

@@ -19,6 +19,8 @@ busy or sleeping worker costs nothing, and two sessions never wait for each othe
 A worker spins (with `pause`) for about a millisecond after its last job, then falls asleep: its
 compiled loop returns and the thread blocks on an Event, which the next call of a session that
 uses the pool sets (wake). Fork: a child has the block but no threads; it starts a pool afresh.
+
+Sessions use the pool only with RNNLOOP_SHARE_PRODUCTS=1 for now (session._workers says why).
 """
 
 from __future__ import annotations
