@@ -17,9 +17,9 @@ from ..interp.graph import Options
 from ..interp.loop import run_loop, single_value
 from ..interp.sequence_ops import RowSequence
 from ..ir import Loop, Op, SequenceType, TensorType
+from ..threads import in_part
 from .cache import load_source
 from .emitter import NoRule, debug_level
-from ..threads import in_part
 from .kernel import STATUS_POOL, STATUS_SIZE, STATUS_THREADS, KernelModule, generate
 
 
