@@ -197,6 +197,7 @@ def test_one_session_in_two_threads_gives_each_stream_its_sequential_results():
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # (a kernel of its own: the product-level test in test_codegen_blas runs by default)
 def test_a_call_that_is_not_split_shares_its_products_with_a_worker_and_gives_the_same_bits(monkeypatch):
     """Batch 1 is never split by rows: with two threads, each step's product is split by columns
     between the caller and a worker (rnnloop/codegen/pool.py). Every column is the same sum in the
