@@ -247,7 +247,7 @@ class _Direct:
 def _workers(threads: int):
     """The workers that share the products of compiled code for a session of `threads` threads, where
     RNNLOOP_SHARE_PRODUCTS=1 asks for them. Not yet the default: alone, a batch-1 LSTM of hidden
-    size 256 ran 1.2-1.7x faster on 2 cores, but timed interleaved with onnxruntime and OpenVINO at
+    size 256 ran 1.2x and 2.0x faster on 2 cores in two rounds, but timed interleaved with onnxruntime and OpenVINO at
     their default threads (their spinning threads and ours on the same 2 cores) it ran slower than
     on one thread (benchmarks/bench_threads.py, issue 25's note)."""
     if os.environ.get("RNNLOOP_SHARE_PRODUCTS", "0") != "1":

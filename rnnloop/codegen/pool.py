@@ -5,7 +5,7 @@ recurrent step cannot be split in time, and at batch 16 to 64 both halves of a r
 of the recurrent weights every step. Splitting each product by columns instead gives each core
 half of the weights, which then stay in its cache: onnxruntime's way. That needs a hand-off within
 a kernel, every step, far cheaper than a Python thread pool: this module's workers are Python
-threads that spend their working time inside a nogil compiled loop (simd._serve), waiting for a job
+threads that spend their working time inside a nogil compiled loop (serve), waiting for a job
 in a slot of a shared int64 block and running it, synchronised by atomic loads, stores and
 compare-and-swap on that block.
 
@@ -39,7 +39,7 @@ from numba.extending import intrinsic
 SLOT = 40
 JOB = 8  # the job's first element within a slot
 ARITY = 28
-HEADER = 8  # block[0]: the workers, block[SHARED]: products shared so far; then the slots
+HEADER = 8  # block[0]: the workers, block[SHARED]: products shared so far (for tests); then the slots
 SHARED = 1
 
 IDLE, CLAIMED, POSTED, RUNNING, DONE, ASLEEP, STOP = range(7)
@@ -180,9 +180,11 @@ class Pool:
                 event.set()
 
     def stop(self) -> None:
+        """At exit: stop the workers that are idle or asleep. One with a job finishes it (its caller
+        waits for it) and dies with the process."""
         for w, event in enumerate(self.events):
-            self.block[HEADER + w * SLOT] = STOP
-            event.set()
+            if _stop(self.block, w):
+                event.set()
 
 
 @njit(nogil=True, cache=True)
@@ -212,6 +214,12 @@ def serve(block, w):
 @njit(nogil=True, cache=True)
 def _wake(block, w):
     return swap(block, HEADER + w * SLOT, ASLEEP, IDLE)
+
+
+@njit(nogil=True, cache=True)
+def _stop(block, w):
+    state = HEADER + w * SLOT
+    return swap(block, state, IDLE, STOP) or swap(block, state, ASLEEP, STOP)
 
 
 _pool: Pool | None = None

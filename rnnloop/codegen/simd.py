@@ -503,7 +503,7 @@ def _product(dtype, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0
         block_ = _as_array(block, (pool.HEADER + workers * pool.SLOT,), (8,), np.int64)
         claimed = pool.claim(block_, min(threads - 1, pc - 1))
         if claimed:
-            block_[pool.SHARED] += 1  # (a count for tests and explain(): callers may race on it)
+            block_[pool.SHARED] += 1  # (a count for tests: concurrent callers may lose some)
             parts = 1
             for w in range(62):
                 parts += (claimed >> w) & 1
