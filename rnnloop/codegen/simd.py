@@ -21,7 +21,8 @@ once. Numba has no vector types, and LLVM's loop vectorizer does not keep such a
 registers: it reloads and stores out at every k, behind runtime alias checks that fail for some row
 counts (8 GFLOP/s). So this module defines a vector type with six operations: zero, load, store,
 splat, broadcast of an element and multiply-add (`llvm.fmuladd`: an FMA where the CPU has one, as
-in BLAS); and a clamp, for the activation a convolution applies as it stores (conv_rt.py). A
+in BLAS); a clamp, for the activation a convolution applies as it stores (conv_rt.py); and a
+prefetch, with which a block asks for the next panel while it works on one. A
 vector is 64 bytes (16 float32) where the CPU has AVX-512, else 32 (8 float32, AVX2): the width is
 read from the CPU Numba compiles for, so a kernel cached on one machine is not reused on another
 (Numba's cache is keyed by the CPU and its features).
@@ -168,6 +169,21 @@ def _vclamp(typingctx, v, lo, hi):
 
 
 @intrinsic
+def _prefetch(typingctx, array, index):
+    """Ask for the cache line of array's element `index` (flat, as _vload) to be brought in (x86's
+    prefetcht1: L2 on Intel, L1 on AMD); a hint that never faults."""
+    def codegen(context, builder, sig, args):
+        i8p = ir.IntType(8).as_pointer()
+        address = builder.bitcast(_address(context, builder, array, *args), i8p)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p] + [ir.IntType(32)] * 3),
+                                            "llvm.prefetch.p0")
+        read, locality, data = (ir.Constant(ir.IntType(32), v) for v in (0, 2, 1))
+        builder.call(fn, [address, read, locality, data])
+        return context.get_dummy_value()
+    return types.none(array, types.intp), codegen
+
+
+@intrinsic
 def _lanes(typingctx, array):
     """The elements of array's dtype in a vector, as a constant. Numba reads `array.itemsize` from
     the array at run time: offsets computed from it are registers, which in _row_eight's loop cost
@@ -266,14 +282,20 @@ def multiply(a, packed, out, backwards):
                 j = p * width
                 offset = (p * k + k0) * width
                 whole = direct and j + width <= n
+                # The first block asks for the next panel's part while it uses this one: weights that
+                # come from L3 or memory (a decoder's 4 MB output layer) arrive 10-20% sooner.
+                following = p - 1 if backwards else p + 1
+                ahead = (following * k + k0) * width if 0 <= following < panels else offset
                 for bl in range(blocks):
                     i = m0 + bl * ROWS
                     rows = min(ROWS, m - i)
                     start = bl * depth * ROWS
+                    fetch = depth if bl == 0 else 0
                     if whole:
-                        _block(rows_data, start, rows, panel_data, offset, depth, out, i * stride + j, stride, add)
+                        _block(rows_data, start, rows, panel_data, offset, depth, out, i * stride + j, stride, add,
+                               ahead, fetch)
                     else:  # the last columns, or an out that vector stores cannot reach: through `edge`
-                        _block(rows_data, start, rows, panel_data, offset, depth, edge, 0, width, False)
+                        _block(rows_data, start, rows, panel_data, offset, depth, edge, 0, width, False, ahead, fetch)
                         for r in range(rows):
                             for c in range(min(width, n - j)):
                                 out[i + r, j + c] = out[i + r, j + c] + edge[r, c] if add else edge[r, c]
@@ -386,7 +408,7 @@ def _row_rest(x, panel_data, k, n, out, first):
 
 
 @njit(nogil=True)
-def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add):
+def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add, ahead, fetch):
     """One block of `rows` rows (<= ROWS; from flat element `start` of rows_data, [depth, ROWS])
     times `depth` rows of one panel (from flat element `offset` of panel_data, [depth, P]): into dst
     from flat element `at`, row stride `stride`, added to what dst holds if `add`. Four rows or
@@ -421,6 +443,10 @@ def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, a
             c4a, c4b = _vfma(x, b0, c4a), _vfma(x, b1, c4b)
             x = _vbroadcast(rows_data, x0 + 5)
             c5a, c5b = _vfma(x, b0, c5a), _vfma(x, b1, c5b)
+            if kk < fetch:  # the next panel's line (two with 64-byte vectors) while this one is used
+                _prefetch(panel_data, ahead + kk * 2 * lanes)
+                if VECTOR_BYTES == 64:
+                    _prefetch(panel_data, ahead + kk * 2 * lanes + lanes)
     else:
         for kk in range(depth):
             o, x0 = offset + kk * 2 * lanes, start + kk * ROWS
@@ -433,6 +459,10 @@ def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, a
             c2a, c2b = _vfma(x, b0, c2a), _vfma(x, b1, c2b)
             x = _vbroadcast(rows_data, x0 + 3)
             c3a, c3b = _vfma(x, b0, c3a), _vfma(x, b1, c3b)
+            if kk < fetch:  # the next panel's line (two with 64-byte vectors) while this one is used
+                _prefetch(panel_data, ahead + kk * 2 * lanes)
+                if VECTOR_BYTES == 64:
+                    _prefetch(panel_data, ahead + kk * 2 * lanes + lanes)
     _vstore(dst, at, c0a)
     _vstore(dst, at + lanes, c0b)
     if rows > 1:
