@@ -61,7 +61,7 @@ class Threads:
         self.engines = engines(case, 0)
 
     def _ratios(self):
-        ours, ort, ov = measure(self.engines, repeat=7, one_thread=False)
+        ours, ort, ov = measure(self.engines, repeat=7, threads=0)
         if ours.seconds is None:
             raise RuntimeError(ours.error)
         return ours.seconds / ort.seconds if ort.seconds else float("nan"), \
@@ -126,7 +126,7 @@ if __name__ == "__main__":  # the table: python benchmarks/bench_threads.py [rou
             made = engines(case, threads)
             times = {e: [] for e in ENGINES}
             for _ in range(rounds):
-                for engine, result in zip(ENGINES, measure(made, repeat=5, one_thread=threads == 1)):
+                for engine, result in zip(ENGINES, measure(made, repeat=5, threads=threads)):
                     times[engine].append(result.seconds if result.seconds else float("nan"))
             cells = [f"{statistics.median(t) * 1e3:7.2f} ({min(t) * 1e3:.1f}-{max(t) * 1e3:.1f})" for t in times.values()]
             ratios = []

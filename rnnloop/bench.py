@@ -1,4 +1,4 @@
-"""Time rnnloop against onnxruntime and OpenVINO on one model, single-threaded, in one process.
+"""Time rnnloop against onnxruntime and OpenVINO on one model, in one process: on one thread each, or on N.
 
 Every engine gets the same feeds, and its first run's outputs are compared with onnxruntime's. Run time
 is the median of interleaved rounds (every engine once per round, so drift on a noisy machine hits all
@@ -31,10 +31,15 @@ import onnx
 Run = Callable[[], list]
 # One thread for every engine and for the child processes that time startup. Environment variables only
 # reach BLAS libraries loaded after they are set (importing rnnloop already loads NumPy's and SciPy's),
-# so the process itself limits its pools with threadpoolctl (single_threaded). Numba's own thread pool
+# so the process itself limits its pools with threadpoolctl (limited_threads). Numba's own thread pool
 # is only used by parallel kernels, which rnnloop does not generate.
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
               "RNNLOOP_NUM_THREADS": "1"}
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """THREAD_ENV for `threads` threads per engine; nothing for 0 (every library's default)."""
+    return {k: str(threads) for k in THREAD_ENV} if threads else {}
 OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}  # it defaults to bf16 here
 # Outputs agree when every element is within ATOL + RTOL * |reference| (float32 over hundreds of steps).
 AGREE_RTOL, AGREE_ATOL = 1e-3, 1e-4
@@ -43,7 +48,7 @@ CHEAP_SECONDS = 0.5
 
 
 def can_limit_threads() -> bool:
-    """Whether threadpoolctl is installed, so that single_threaded() limits the BLAS pools already loaded."""
+    """Whether threadpoolctl is installed, so that limited_threads() limits the BLAS pools already loaded."""
     try:
         import threadpoolctl  # noqa: F401
     except ImportError:
@@ -51,20 +56,26 @@ def can_limit_threads() -> bool:
     return True
 
 
-def _started_single_threaded() -> bool:
-    """Whether THREAD_ENV is in the environment (as set before this process started and loaded BLAS)."""
-    return all(os.environ.get(k) == v for k, v in THREAD_ENV.items())
+def _started_with(threads: int) -> bool:
+    """Whether thread_env(threads) is in the environment (as set before this process started and loaded BLAS)."""
+    return all(os.environ.get(k) == v for k, v in thread_env(threads).items())
 
 
 @contextlib.contextmanager
-def single_threaded():
-    """Limit the BLAS pools already loaded (NumPy's; SciPy's, which Numba's np.dot calls) to one thread."""
-    if not can_limit_threads():
+def limited_threads(threads: int):
+    """Limit the BLAS pools already loaded (NumPy's; SciPy's, which Numba's np.dot calls) to `threads`
+    threads; 0 leaves them as they are."""
+    if not threads or not can_limit_threads():
         yield False
         return
     from threadpoolctl import threadpool_limits
-    with threadpool_limits(1):
+    with threadpool_limits(threads):
         yield True
+
+
+def single_threaded():
+    """limited_threads(1)."""
+    return limited_threads(1)
 
 
 def rnnloop_runner(model: Any, feeds: dict, backend: str = "numba", threads: int = 1) -> tuple[Run, Any]:
@@ -273,22 +284,24 @@ def _one_line(e: BaseException, width: int = 160) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def rnnloop_engine(label: str, model: Any, feeds: dict, backend: str, optional: bool = False) -> Engine:
-    """An Engine running the model with rnnloop's `backend`, keeping the Session for the plan."""
+def rnnloop_engine(label: str, model: Any, feeds: dict, backend: str, optional: bool = False,
+                   threads: int = 1) -> Engine:
+    """An Engine running the model with rnnloop's `backend` on `threads` threads (0: its default), keeping
+    the Session for the plan."""
     engine = Engine(label, lambda: None, optional)
     engine.model = model
 
     def make() -> Run:
-        run, engine.session = rnnloop_runner(engine.model, feeds, backend)
+        run, engine.session = rnnloop_runner(engine.model, feeds, backend, threads)
         return run
     engine.make = make
     return engine
 
 
 def measure(engines: list[Engine], repeat: int, warmup: int = 1, reference: str | None = None,
-            one_thread: bool = True) -> list[Result]:
+            threads: int = 1) -> list[Result]:
     """Median seconds per run of every engine over `repeat` interleaved rounds after `warmup` untimed rounds,
-    with the BLAS pools held to one thread (`one_thread`) or as each engine sets them.
+    with the BLAS pools held to `threads` threads (0: as each engine sets them).
 
     The first run of each engine (not timed with the rest) gives the outputs compared with the `reference`
     engine's (by label; the first engine that ran when it did not).
@@ -318,7 +331,7 @@ def measure(engines: list[Engine], repeat: int, warmup: int = 1, reference: str 
         results[i].difference = max_difference(outputs[i], outputs[ref])
         results[i].agrees = outputs_agree(outputs[i], outputs[ref])
     times: list[list[float]] = [[] for _ in engines]
-    with single_threaded() if one_thread else contextlib.nullcontext():
+    with limited_threads(threads):
         # A sample times enough runs to last SAMPLE_SECONDS: one call of a few microseconds is
         # below what a single reading of the clock resolves.
         batches = [_batch(run) if run is not None else 0 for run in runs]
@@ -441,6 +454,7 @@ class Report:
     startup: Startup | None = None
     startup_error: str | None = None
     threads_limited: bool = True
+    threads: int = 1  # per engine; 0: each engine's default
     versions: dict[str, str] = field(default_factory=dict)
 
     def seconds_of(self, label: str | None) -> float | None:
@@ -451,21 +465,22 @@ class Report:
 
 
 def engines_for(model: Any, feeds: dict, *, native: tuple[str, Any, dict] | None = None,
-                interp: bool | None = None, openvino: bool = True) -> list[Engine]:
+                interp: bool | None = None, openvino: bool = True, threads: int = 1) -> list[Engine]:
     """rnnloop (numba; interp if asked, or when cheap with interp=None), onnxruntime and OpenVINO on `model`,
-    and each engine on `native` = (op name, model, feeds), a peer holding ONNX's own LSTM/GRU op."""
+    and each engine on `native` = (op name, model, feeds), a peer holding ONNX's own LSTM/GRU op; each on
+    `threads` threads (0: its default)."""
     models = [("", model, feeds)]
     if native is not None:
         op, native_model, native_feeds = native
         models.append((f" {op} op", native_model, native_feeds))
     engines = []
     for suffix, m, f in models:
-        engines.append(rnnloop_engine(f"rnnloop numba{suffix}", m, f, "numba"))
+        engines.append(rnnloop_engine(f"rnnloop numba{suffix}", m, f, "numba", threads=threads))
         if interp is not False and not suffix:
-            engines.append(rnnloop_engine("rnnloop interp", m, f, "interp", optional=interp is None))
+            engines.append(rnnloop_engine("rnnloop interp", m, f, "interp", optional=interp is None, threads=threads))
     if openvino and isinstance(model, onnx.ModelProto) and importlib.util.find_spec("openvino"):
         # the model as OpenVINO converts it (IR), read by rnnloop: compare with the openvino engine
-        engine = rnnloop_engine("rnnloop numba ov-ir", None, feeds, "numba")
+        engine = rnnloop_engine("rnnloop numba ov-ir", None, feeds, "numba", threads=threads)
         make = engine.make
 
         def make_from_ir(engine=engine, make=make) -> Run:
@@ -479,16 +494,17 @@ def engines_for(model: Any, feeds: dict, *, native: tuple[str, Any, dict] | None
         peers.append(("openvino", openvino_runner))
     for name, runner in peers:
         for suffix, m, f in models:
-            engines.append(Engine(f"{name}{suffix}", lambda runner=runner, m=m, f=f: runner(m, f)))
+            engines.append(Engine(f"{name}{suffix}", lambda runner=runner, m=m, f=f: runner(m, f, threads)))
     return engines
 
 
 def bench(model: Any, feeds: dict, *, title: str, steps: int | None = None,
           native: tuple[str, Any, dict] | None = None, repeat: int = 10, warmup: int = 1,
-          interp: bool | None = None, openvino: bool = True, startup: bool = False) -> Report:
-    """Run every engine of `engines_for` on the same feeds, and time startup if asked; see `format_report`."""
-    engines = engines_for(model, feeds, native=native, interp=interp, openvino=openvino)
-    results = measure(engines, repeat, warmup, reference="onnxruntime")
+          interp: bool | None = None, openvino: bool = True, startup: bool = False, threads: int = 1) -> Report:
+    """Run every engine of `engines_for` on the same feeds, on `threads` threads each (0: its default), and
+    time startup if asked; see `format_report`."""
+    engines = engines_for(model, feeds, native=native, interp=interp, openvino=openvino, threads=threads)
+    results = measure(engines, repeat, warmup, reference="onnxruntime", threads=threads)
     for engine, result in zip(engines, results):
         if engine.label.startswith("rnnloop") and result.error:
             result.error = "n/a: " + result.error  # rnnloop cannot run this model (yet)
@@ -507,8 +523,8 @@ def bench(model: Any, feeds: dict, *, title: str, steps: int | None = None,
     report = Report(title, results, repeat, warmup, steps,
                     reference="onnxruntime" if "onnxruntime" in ran else None,
                     native_reference=f"onnxruntime {op} op" if f"onnxruntime {op} op" in ran else None,
-                    threads_limited=can_limit_threads() or _started_single_threaded(),
-                    versions=versions(openvino))
+                    threads_limited=not threads or can_limit_threads() or _started_with(threads),
+                    threads=threads, versions=versions(openvino))
     fused = engines[0].session
     if fused is not None:
         report.plan = fused.explain()
@@ -529,7 +545,7 @@ def format_report(report: Report) -> str:
     ref, native_ref = report.seconds_of(report.reference), report.seconds_of(report.native_reference)
     op = report.native_reference.split()[1] if report.native_reference else None
     lines = [report.title,
-             f"one thread per engine; median of {report.repeat} samples (each {SAMPLE_SECONDS * 1000:g} ms or one "
+             f"{_threads_phrase(report.threads)}; median of {report.repeat} samples (each {SAMPLE_SECONDS * 1000:g} ms or one "
              f"run) after {report.warmup} warm-up, engines interleaved; " + ", ".join(f"{k} {v}" for k, v in report.versions.items())]
     lines[-1:] = textwrap.wrap(lines[-1], 110, break_on_hyphens=False)
     if report.reference:
@@ -552,8 +568,9 @@ def format_report(report: Report) -> str:
         notes = ([] if r.agrees else ["OUTPUTS DISAGREE"]) + ([r.note] if r.note else [])
         lines.append(row + ("  " + "; ".join(notes) if notes else ""))
     if not report.threads_limited:
-        lines.append("note: BLAS may have used more than one thread: pip install threadpoolctl, or set "
-                     + " ".join(f"{k}={v}" for k, v in THREAD_ENV.items()) + " before starting Python")
+        lines.append(f"note: BLAS may have used more than {_threads_phrase(report.threads).split(' per')[0]}: "
+                     "pip install threadpoolctl, or set "
+                     + " ".join(f"{k}={v}" for k, v in thread_env(report.threads).items()) + " before starting Python")
     if report.plan:
         lines += ["plan (rnnloop numba):"] + ["  " + line for line in report.plan.splitlines()]
     if report.startup:
@@ -564,6 +581,12 @@ def format_report(report: Report) -> str:
     elif report.startup_error:
         lines.append(f"cold compile / warm load: failed: {report.startup_error}")
     return "\n".join(lines)
+
+
+def _threads_phrase(threads: int) -> str:
+    if threads == 0:
+        return "each engine on its default threads"
+    return "one thread per engine" if threads == 1 else f"{threads} threads per engine"
 
 
 def report_json(report: Report) -> str:
@@ -578,7 +601,7 @@ def report_json(report: Report) -> str:
             "vs_onnxruntime": _ratio(r.seconds, ref), "vs_onnxruntime_native": _ratio(r.seconds, native_ref),
             "max_abs_diff": r.difference, "agrees": r.agrees, "error": r.error, "note": r.note})
     data = {"title": report.title, "steps": report.steps, "repeat": report.repeat, "warmup": report.warmup,
-            "threads_limited": report.threads_limited, "versions": report.versions,
+            "threads": report.threads, "threads_limited": report.threads_limited, "versions": report.versions,
             "reference": report.reference, "native_reference": report.native_reference, "engines": engines,
             "plan": report.plan.splitlines(), "startup": asdict(report.startup) if report.startup else None,
             "startup_error": report.startup_error}

@@ -213,7 +213,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         if peer:  # ONNX's own LSTM/GRU op on the same weights and feeds
             native = (peer.split("_")[0].upper(), *MODELS[peer](**target.arguments))
     report = bench(model, feeds, title=target.title, steps=steps, native=native, repeat=args.repeat,
-                   warmup=args.warmup, interp=args.interp, openvino=not args.no_openvino, startup=args.compile)
+                   warmup=args.warmup, interp=args.interp, openvino=not args.no_openvino, startup=args.compile,
+                   threads=args.threads)
     return _print_report(report, args.json)
 
 
@@ -297,9 +298,9 @@ def _built_in_names() -> list[str]:
 
 def _bench_parser(commands) -> None:
     bench = commands.add_parser(
-        "bench", help="time rnnloop, onnxruntime and OpenVINO on a model, one thread each",
+        "bench", help="time rnnloop, onnxruntime and OpenVINO on a model, one thread each (or --threads N)",
         description="Time rnnloop (fused numba kernels; the interpreter too when a run is cheap, or with --interp), "
-        "onnxruntime and OpenVINO (f32) on one model with the same feeds, one thread each; check that their "
+        "onnxruntime and OpenVINO (f32) on one model with the same feeds, one thread each unless --threads says otherwise; check that their "
         "outputs agree and print medians and ratios to onnxruntime (exit status 1 if the outputs disagree or "
         "rnnloop cannot run the model). A built-in LSTM/GRU model is also compared with ONNX's own LSTM/GRU op "
         "on the same weights. Feeds of an .onnx file are random: symbolic dims from --dim (else 1), integer scalar inputs (trip counts) 100, booleans true, "
@@ -321,15 +322,26 @@ def _bench_parser(commands) -> None:
     bench.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="a symbolic dimension's size")
     bench.add_argument("--input-value", action="append", default=[], metavar="NAME=VALUE",
                        help="fill an input with VALUE (a trip count, a condition)")
+    bench.add_argument("--threads", type=_threads, default=1, metavar="N",
+                       help="threads per engine, BLAS included: 1 (default) times every engine on one thread; N gives "
+                       "each N; 0 gives each its own default (every core this process may use). Startup (--compile) is "
+                       "timed on one thread")
     bench.set_defaults(fn=_cmd_bench, timing=True)
 
 
-def _single_threaded_process(argv: Sequence[str] | None) -> None:
-    """Run a timing command on one thread: without threadpoolctl, the BLAS pools NumPy and SciPy loaded on
-    `import rnnloop` can only be limited by environment variables set before, so the command line starts
+def _threads(text: str) -> int:
+    value = int(text) if text.strip().isdigit() else -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a number of threads (0 or more), got {text!r}")
+    return value
+
+
+def _limited_process(argv: Sequence[str] | None, threads: int) -> None:
+    """Run a timing command on `threads` threads: without threadpoolctl, the BLAS pools NumPy and SciPy loaded
+    on `import rnnloop` can only be limited by environment variables set before, so the command line starts
     again in a new process with them (only when run as a program, never from a caller's process)."""
-    from .bench import THREAD_ENV, can_limit_threads
-    missing = {k: v for k, v in THREAD_ENV.items() if k not in os.environ}
+    from .bench import can_limit_threads, thread_env
+    missing = {k: v for k, v in thread_env(threads).items() if k not in os.environ}
     if argv is None and missing and not can_limit_threads():
         sys.stdout.flush()
         os.execve(sys.executable, [sys.executable, "-m", "rnnloop", *sys.argv[1:]], {**os.environ, **missing})
@@ -380,9 +392,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if getattr(args, "timing", False):
-            from .bench import single_threaded
-            _single_threaded_process(argv)
-            with single_threaded():
+            from .bench import limited_threads
+            threads = getattr(args, "threads", 1)
+            _limited_process(argv, threads)
+            with limited_threads(threads):
                 return args.fn(args)
         return args.fn(args)
     except RnnloopError as e:

@@ -173,6 +173,34 @@ def test_bench_json_parses_and_holds_the_same_figures(capsys):
     assert report["startup"] is None
 
 
+def test_bench_threads_gives_every_engine_and_blas_that_many_threads(monkeypatch, capsys):
+    asked = []
+
+    def recording(runner):
+        def run(model, feeds, *args):
+            asked.append((runner.__name__, args[-1]))
+            return runner(model, feeds, *args)
+        return run
+    for name in ("rnnloop_runner", "onnxruntime_runner"):
+        monkeypatch.setattr(bench, name, recording(getattr(bench, name)))
+    limits = []
+    limited = bench.limited_threads
+    monkeypatch.setattr(bench, "limited_threads", lambda threads: limits.append(threads) or limited(threads))
+    assert main(["bench", "gru_native:1x3x8x4", "--repeat", "1", "--warmup", "0", "--json", "--no-openvino",
+                 "--no-interp", "--threads", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["threads"] == 2 and all(e["median_s"] > 0 for e in report["engines"])
+    assert sorted(asked) == [("onnxruntime_runner", 2), ("rnnloop_runner", 2)]
+    assert limits == [2, 2]  # the command, then the timed rounds: BLAS on the same threads
+    assert main(["bench", "gru_native:1x3x8x4", "--repeat", "1", "--warmup", "0", "--no-openvino", "--no-interp",
+                 "--threads", "0"]) == 0
+    assert "each engine on its default threads; median of 1 samples" in capsys.readouterr().out
+    assert ("rnnloop_runner", 0) in asked and limits[-1] == 0
+    with pytest.raises(SystemExit):
+        main(["bench", "gru_native", "--threads", "-1"])
+    assert "a number of threads (0 or more), got '-1'" in capsys.readouterr().err
+
+
 def test_bench_exits_with_1_when_outputs_disagree(capsys):
     report = bench.Report("t", [bench.Result("onnxruntime", 1.0, 1.0, 1, 0.0, True),
                                 bench.Result("rnnloop numba", 1.0, 1.0, 1, 0.5, False)], 1, reference="onnxruntime")

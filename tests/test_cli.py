@@ -168,7 +168,7 @@ OPTIONS = {  # each command's own options: none that means nothing for it
     "inspect": SIZES,  # (the seed of a built-in model's weights changes nothing it prints)
     "codegen": [*SIZES, "--seed"],  # (small weights are constants in the source)
     "bench": [*SIZES, "--seed", "--repeat", "--warmup", "--json", "--compile", "--interp", "--no-interp",
-              "--no-openvino", "--dim", "--input-value"],
+              "--no-openvino", "--dim", "--input-value", "--threads"],
     "cache info": [],
     "cache clear": ["--older-than"],
     "demo": ["--steps", "--repeat"],
