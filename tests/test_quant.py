@@ -144,6 +144,32 @@ def test_packed_integer_product_is_exact_for_every_shape_and_type():
                 np.testing.assert_array_equal(out, expected)
 
 
+def test_seven_bit_weights_by_uint8_are_packed_by_quads_of_rows_and_stay_exact():
+    """reduce_range weights ([-64, 64]) times uint8 take vpmaddubsw, whose 16-bit pair sums cannot
+    saturate there (255 * 64 * 2 = 32640); any other weights or a signed a keep the pairs."""
+    rng = np.random.default_rng(1)
+    for m, k, n in [(1, 256, 1024), (2, 5, 9), (3, 17, 13), (7, 130, 70), (4, 1, 1)]:
+        a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+        b = rng.integers(-64, 65, (k, n)).astype(np.int8)
+        a[0, :] = 255
+        b[:, 0], b[:, -1] = -64, 64
+        packed, colsum = quant_rt.pack(b, unsigned_a=True)
+        assert packed.shape == (-(-n // 8), -(-k // 4), 8, 4)
+        for za in (np.int32(0), np.int32(200)):
+            for zb in (np.zeros(1, np.int32), rng.integers(-9, 9, n).astype(np.int32)):
+                out = np.empty((m, n), np.int32)
+                assert quant_rt.matmul_integer(a, b, za, zb, out, packed, colsum) == 0
+                np.testing.assert_array_equal(out, (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb))
+        signed = a.astype(np.int16).clip(-128, 127).astype(np.int8)  # quads do not serve it: the plain loop
+        out = np.empty((m, n), np.int32)
+        assert quant_rt.matmul_integer(signed, b, np.int32(0), np.zeros(1, np.int32), out, packed, colsum) == 0
+        np.testing.assert_array_equal(out, signed.astype(np.int64) @ b.astype(np.int64))
+    wide = np.array([[65, -3]], np.int8)
+    assert quant_rt.pack(wide, unsigned_a=True)[0].shape[3] == 2  # a weight past 64 could saturate
+    assert quant_rt.pack(np.array([[5]], np.int8))[0].shape[3] == 2  # a signed (or unknown) a
+    assert quant_rt.pack(np.array([[5]], np.uint8), unsigned_a=True)[0].shape[3] == 2  # uint8 weights
+
+
 def test_uint8_by_int8_products_are_exact_where_onnxruntime_avx2_saturates(backend):
     """onnxruntime (AVX2 without VNNI) adds the products of two neighbouring bytes in 16 bits with
     saturation: 255 * 127 * 2 = 64770 becomes 32767. The spec accumulates in int32; so does rnnloop."""

@@ -189,7 +189,7 @@ def emit_matmulinteger(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     value = g.const(op.inputs[1])
     if value is not None and value.ndim == 2 and value.dtype == b.dtype:
         from .quant_rt import pack
-        packed, colsum = pack(value)
+        packed, colsum = pack(value, unsigned_a=a.dtype == np.uint8)
         packed = g.pass_constant(packed, "k_qpanels")
         colsum = g.pass_constant(colsum, "k_colsum")
     else:

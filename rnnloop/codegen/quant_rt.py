@@ -12,6 +12,13 @@ near the ends of their ranges (see tests/test_quant.py). The zero points come in
 sum (a - za)(b - zb) = sum ab - za colsum(b) - zb rowsum(a) + K za zb, with colsum(b) packed too.
 Rows are done two at a time over four panels (32 columns: 8 accumulators in registers).
 
+Weights within [-64, 64] (onnxruntime's quantiser with reduce_range=True writes 7-bit weights) times
+uint8 activations cannot saturate 16 bits (255 * 64 * 2 = 32640), so for them pack(b, unsigned_a=True)
+makes panels by quads of rows, [panels, K/4, 8, 4]: `vpmaddubsw` multiplies 32 bytes by 32 bytes
+unwidened and adds each pair into 16 bits, `vpmaddwd` by ones adds those pairs into 8 int32 lanes, a
+column's four products. Twice the products per instruction and per byte loaded: a 1 x 256 x 1024
+product (an LSTM step at batch 1) took 3.9 against 7.9 µs (znver3). Exact all the same.
+
 Without AVX2, or for b that is not constant, a plain loop computes the same.
 """
 
@@ -20,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic, models, register_model
+from numba.extending import intrinsic, models, overload, register_model
 
 
 def _have_avx2() -> bool:
@@ -59,28 +66,41 @@ def _izero(typingctx, dummy):
     return int32x8(dummy), codegen
 
 
+def _x86(builder, name, result, *args):
+    fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(result, [a.type for a in args]),
+                                                         name)
+    return builder.call(fn, list(args))
+
+
 @intrinsic
-def _imadd(typingctx, acc, packed, offset, pair):
-    """acc + pmaddwd(16 bytes of packed at element `offset` widened to int16, the int16 pair `pair`
-    (low half: the even row's value) in every lane): each int32 lane n gets
-    packed[2n] * pair.lo + packed[2n + 1] * pair.hi."""
+def _imadd(typingctx, acc, packed, offset, unit):
+    """acc + the products of one unit of rows of every column of a panel, from element `offset` of packed.
+
+    `unit` is an int32 (pair panels): the int16 values of two rows (low half: the even row's);
+    pmaddwd of 16 bytes widened to int16 by it in every lane gives lane n packed[2n] * lo +
+    packed[2n + 1] * hi. A uint32 `unit` (quad panels): the uint8 values of four rows (lowest byte:
+    the first row's); pmaddubsw of 32 bytes (int8) by it in every lane, then pmaddwd by ones,
+    gives lane n the sum over t < 4 of packed[4n + t] * byte t.
+    """
     signed = packed.dtype == types.int8
+    quads = unit == types.uint32
 
     def codegen(context, builder, sig, args):
         vacc, array, index, p = args
         data = context.make_array(sig.args[1])(context, builder, array).data
-        address = builder.bitcast(builder.gep(data, [index]), ir.VectorType(ir.IntType(8), 16).as_pointer())
-        bytes_ = builder.load(address, align=1)
-        i16x16 = ir.VectorType(ir.IntType(16), 16)
-        wide = builder.sext(bytes_, i16x16) if signed else builder.zext(bytes_, i16x16)
-        i32x8 = ir.VectorType(ir.IntType(32), LANES)
-        one = builder.insert_element(ir.Constant(i32x8, ir.Undefined), builder.trunc(p, ir.IntType(32))
-                                     if p.type.width > 32 else p, ir.Constant(ir.IntType(32), 0))
+        i8x32, i16x16, i32x8 = (ir.VectorType(ir.IntType(w), c) for w, c in ((8, 32), (16, 16), (32, LANES)))
+        one = builder.insert_element(ir.Constant(i32x8, ir.Undefined), p, ir.Constant(ir.IntType(32), 0))
         splat = builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), LANES), None))
-        fn = builder.module.globals.get("llvm.x86.avx2.pmadd.wd") or ir.Function(
-            builder.module, ir.FunctionType(i32x8, [i16x16, i16x16]), "llvm.x86.avx2.pmadd.wd")
-        return builder.add(vacc, builder.call(fn, [wide, builder.bitcast(splat, i16x16)]))
-    return int32x8(acc, packed, types.intp, types.int32), codegen
+        if quads:
+            weights = builder.load(builder.bitcast(builder.gep(data, [index]), i8x32.as_pointer()), align=1)
+            pairs = _x86(builder, "llvm.x86.avx2.pmadd.ub.sw", i16x16, builder.bitcast(splat, i8x32), weights)
+            ones = ir.Constant(i16x16, [1] * 16)
+            return builder.add(vacc, _x86(builder, "llvm.x86.avx2.pmadd.wd", i32x8, pairs, ones))
+        bytes_ = builder.load(builder.bitcast(builder.gep(data, [index]), ir.VectorType(ir.IntType(8), 16).as_pointer()),
+                              align=1)
+        wide = builder.sext(bytes_, i16x16) if signed else builder.zext(bytes_, i16x16)
+        return builder.add(vacc, _x86(builder, "llvm.x86.avx2.pmadd.wd", i32x8, wide, builder.bitcast(splat, i16x16)))
+    return int32x8(acc, packed, types.intp, unit), codegen
 
 
 @intrinsic
@@ -94,40 +114,58 @@ def _istore(typingctx, array, index, value):
     return types.none(array, types.intp, value), codegen
 
 
-def pack(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(panels [ceil(N / 8), ceil(K / 2), 8, 2] of b's dtype, zero-padded; colsum(b) [N] int32) of
-    b [K, N] uint8 or int8: packed[p, j, c, t] = b[2 j + t, 8 p + c]."""
+def _of(array, dtype):
+    """Whether `array`'s dtype is `dtype` (a NumPy scalar type), as a constant of the compiled code."""
+
+
+@overload(_of)
+def _of_typed(array, dtype):
+    answer = array.dtype == dtype.dtype
+    return lambda array, dtype: answer
+
+
+def pack(b: np.ndarray, unsigned_a: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(panels of b's dtype, zero-padded; colsum(b) [N] int32) of b [K, N] uint8 or int8: by pairs of
+    rows, [ceil(N / 8), ceil(K / 2), 8, 2] with packed[p, j, c, t] = b[2 j + t, 8 p + c]; or, for a
+    product by uint8 (`unsigned_a`) of int8 weights within [-64, 64], by quads, [.., ceil(K / 4), 8, 4]."""
     k, n = b.shape
-    panels, pairs = -(-n // LANES), -(-k // 2)
-    padded = np.zeros((2 * pairs, panels * LANES), b.dtype)
+    rows = 4 if unsigned_a and b.dtype == np.int8 and b.size and -64 <= b.min() and b.max() <= 64 else 2
+    panels, units = -(-n // LANES), -(-k // rows)
+    padded = np.zeros((rows * units, panels * LANES), b.dtype)
     padded[:k, :n] = b
-    packed = padded.reshape(pairs, 2, panels, LANES).transpose(2, 0, 3, 1)
+    packed = padded.reshape(units, rows, panels, LANES).transpose(2, 0, 3, 1)
     return np.ascontiguousarray(packed), b.astype(np.int32).sum(axis=0).astype(np.int32)
 
 
 @njit(cache=True, nogil=True)
-def _pairs(a, m, k, out):
-    """out[j] = the int16 values a[m, 2j] (low half) and a[m, 2j + 1] (high half) as one int32."""
+def _units(a, m, k, out):
+    """out[j]: a[m]'s values of unit j (see _imadd): two int16 values in an int32, or, for a uint32
+    out, four bytes (rows past k are zeros)."""
+    quads = _of(out, np.uint32)
+    rows = 4 if quads else 2
     for j in range(out.shape[0]):
-        lo = np.int32(a[m, 2 * j])
-        hi = np.int32(a[m, 2 * j + 1]) if 2 * j + 1 < k else np.int32(0)
-        out[j] = (lo & np.int32(0xFFFF)) | (hi << np.int32(16))
+        v = np.int64(0)
+        for t in range(rows):
+            if rows * j + t < k:
+                x = np.int64(a[m, rows * j + t])
+                v |= (x & (0xFF if quads else 0xFFFF)) << ((8 if quads else 16) * t)
+        out[j] = v
 
 
 @njit(cache=True, nogil=True)
-def _packed_rows(a, packed, raw, m0, two):
-    """raw[r, :] = a[m0 + r] @ b (r < 2, or 1 when not `two`) from b's panels, without zero points."""
+def _packed_rows(a, packed, raw, m0, two, p0, p1):
+    """raw[r, :] = a[m0 + r] @ b (r < 2, or 1 when not `two`) from b's panels, without zero points;
+    p0 and p1 are scratch for two rows' units (int32 for pair panels, uint32 for quads)."""
     panels, pairs = packed.shape[0], packed.shape[1]
     k = a.shape[1]
-    p0 = np.empty(pairs, np.int32)
-    p1 = np.empty(pairs, np.int32)
-    _pairs(a, m0, k, p0)
+    _units(a, m0, k, p0)
     flat = packed.reshape(-1)
+    step = packed.shape[2] * packed.shape[3]  # elements of one unit of a panel: 16 (pairs) or 32
     if not two:
-        _packed_row(p0, flat, panels, pairs, raw)
+        _packed_row(p0, flat, panels, pairs, raw, step)
         return
-    _pairs(a, m0 + 1, k, p1)
-    stride = pairs * 16  # elements between one panel's pairs and the next's
+    _units(a, m0 + 1, k, p1)
+    stride = pairs * step  # elements between one panel's units and the next's
     p = 0
     while p < panels:
         count = min(GROUP, panels - p)
@@ -136,7 +174,7 @@ def _packed_rows(a, packed, raw, m0, two):
         base = p * stride
         if count == GROUP:
             for j in range(pairs):
-                at = base + j * 16
+                at = base + j * step
                 x = p0[j]
                 a0 = _imadd(a0, flat, at, x)
                 a1 = _imadd(a1, flat, at + stride, x)
@@ -163,9 +201,9 @@ def _packed_rows(a, packed, raw, m0, two):
                 a0, b0 = z, z
                 at = base + q * stride
                 for j in range(pairs):
-                    a0 = _imadd(a0, flat, at + j * 16, p0[j])
+                    a0 = _imadd(a0, flat, at + j * step, p0[j])
                     if two:
-                        b0 = _imadd(b0, flat, at + j * 16, p1[j])
+                        b0 = _imadd(b0, flat, at + j * step, p1[j])
                 _istore(raw, (p + q) * LANES, a0)
                 if two:
                     _istore(raw, raw.shape[1] + (p + q) * LANES, b0)
@@ -173,9 +211,10 @@ def _packed_rows(a, packed, raw, m0, two):
 
 
 @njit(cache=True, nogil=True)
-def _packed_row(p0, flat, panels, pairs, raw):
-    """raw[0, :] = one row's pairs p0 @ b from b's panels (flat), eight panels at a time."""
-    stride = pairs * 16
+def _packed_row(p0, flat, panels, pairs, raw, step):
+    """raw[0, :] = one row's units p0 @ b from b's panels (flat; `step` elements a unit), eight panels
+    at a time."""
+    stride = pairs * step
     p = 0
     while p + 8 <= panels:
         z = _izero(0)
@@ -191,7 +230,7 @@ def _packed_row(p0, flat, panels, pairs, raw):
             a5 = _imadd(a5, flat, at + 5 * stride, x)
             a6 = _imadd(a6, flat, at + 6 * stride, x)
             a7 = _imadd(a7, flat, at + 7 * stride, x)
-            at += 16
+            at += step
         _istore(raw, p * LANES, a0)
         _istore(raw, (p + 1) * LANES, a1)
         _istore(raw, (p + 2) * LANES, a2)
@@ -205,7 +244,7 @@ def _packed_row(p0, flat, panels, pairs, raw):
         a0 = _izero(0)
         at = p * stride
         for j in range(pairs):
-            a0 = _imadd(a0, flat, at + j * 16, p0[j])
+            a0 = _imadd(a0, flat, at + j * step, p0[j])
         _istore(raw, p * LANES, a0)
         p += 1
 
@@ -213,20 +252,28 @@ def _packed_row(p0, flat, panels, pairs, raw):
 @njit(cache=True, nogil=True)
 def matmul_integer(a, b, za, zb, out, packed, colsum):
     """out[m, n] = sum_k (a[m, k] - za) * (b[k, n] - zb[n or 0]) in int32; a [M, K] and b [K, N] of
-    uint8 or int8, out [M, N] int32, all C-contiguous; packed and colsum from pack(b), or empty.
-    Returns 1 when the sizes do not agree (nothing written), else 0."""
+    uint8 or int8, out [M, N] int32, all C-contiguous; packed and colsum from pack(b), or empty
+    (quad panels serve only a uint8 a). Returns 1 when the sizes do not agree (nothing written), else 0."""
     m_rows, k = a.shape
     n = b.shape[1]
     if b.shape[0] != k or out.shape[0] != m_rows or out.shape[1] != n or (zb.shape[0] != 1 and zb.shape[0] != n):
         return 1
     per_column = zb.shape[0] != 1
-    if HAVE_AVX2 and n > 0 and packed.shape[0] == (n + LANES - 1) // LANES and packed.shape[1] == (k + 1) // 2 \
-            and colsum.shape[0] == n:
+    quads = packed.shape[3] == 4 and _of(a, np.uint8)
+    rows = 4 if quads else 2
+    if HAVE_AVX2 and n > 0 and packed.shape[0] == (n + LANES - 1) // LANES and packed.shape[1] == (k + rows - 1) // rows \
+            and packed.shape[3] == rows and colsum.shape[0] == n:
         raw = np.empty((2, packed.shape[0] * LANES), np.int32)
+        units = packed.shape[1]
+        pairs0, pairs1 = np.empty(units, np.int32), np.empty(units, np.int32)
+        quads0, quads1 = np.empty(units if quads else 0, np.uint32), np.empty(units if quads else 0, np.uint32)
         m = np.int64(0)  # not the literal 0: Numba would compile _packed_rows for Literal[int](0) too
         while m < m_rows:
             two = m + 1 < m_rows
-            _packed_rows(a, packed, raw, m, two)
+            if quads:
+                _packed_rows(a, packed, raw, m, two, quads0, quads1)
+            else:
+                _packed_rows(a, packed, raw, m, two, pairs0, pairs1)
             for r in range(2 if two else 1):
                 rowsum = np.int32(0)
                 for kk in range(k):
