@@ -176,7 +176,6 @@ def emit_matmulinteger(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     dtype, rank = g.out_type(op.outputs[0], a.rank, np.dtype(np.int32))
     k, n = a.dim(a.rank - 1), b.dim(1)
     g.fail_if(f"{k} != {b.dim(0)}", op, "inner dimensions differ ({a} and {b})", a=k, b=b.dim(0))
-    emit = g.body
     za_arr = _zero_point(g, op, za, op.inputs[2] if len(op.inputs) > 2 else "", "a_zero_point", False)
     zb_arr = _zero_point(g, op, zb, op.inputs[3] if len(op.inputs) > 3 else "", "b_zero_point", True)
     g.fail_if(f"{zb_arr}.shape[0] != 1 and {zb_arr}.shape[0] != {n}", op,
