@@ -28,6 +28,14 @@ _jit = njit(nogil=True, cache=True, error_model="numpy")
 # Helpers that call other helpers are inlined by Numba itself: LLVM's inliner refuses a callee that
 # has grown past its size threshold, and an opaque call in a loop stops it vectorising.
 _jit_inline = njit(nogil=True, cache=True, error_model="numpy", inline="always")
+# The float32 functions let LLVM fuse a multiply and the add after it into one FMA (fastmath's
+# "contract" alone: no reassociation, no assumption about NaN or inf). Their polynomials are chains
+# of those: vectorised, exp took 0.71 against 0.94 ns an element and tanh 0.53 against 0.69 (medians
+# of 7 interleaved rounds, znver3), an LSTM step's gates 0.9-1.1 against 1.5 µs at hidden 256. FMA
+# rounds once where two operations rounded twice; the errors stay within the bounds stated below
+# (tests/test_codegen_scalar.py; 25 million samples: tanh 3.3e-7, exp 8.3e-8, sigmoid 1.8e-7).
+_jit_f32 = njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
+_jit_inline_f32 = njit(nogil=True, cache=True, error_model="numpy", inline="always", fastmath={"contract"})
 
 _F = np.float32
 _I = np.int32
@@ -51,13 +59,13 @@ _EXP_HI = _F(89.0)
 _EXP_LO = _F(-104.0)
 
 
-@_jit
+@_jit_f32
 def _pow2_f32(n):
     """2.0**n for an integer-valued float32 n in [-126, 127], by building the exponent bits."""
     return _I((_I(n) + _I(127)) << _I(23)).view(np.float32)
 
 
-@_jit
+@_jit_f32
 def exp_f32(x):
     """e**x in float32, max relative error ~1.5e-7; exp(inf) = inf, exp(-inf) = 0, NaN stays NaN."""
     xc = max(_EXP_LO, min(_EXP_HI, x))  # this order turns NaN into a bound, so n stays finite
@@ -91,7 +99,7 @@ _TANH_B3 = _F(0.0003291031753178686)
 _TANH_B4 = _F(7.804690653756552e-07)
 
 
-@_jit
+@_jit_f32
 def tanh_f32(x):
     """tanh(x) in float32; NaN stays NaN.
 
@@ -107,21 +115,21 @@ def tanh_f32(x):
     return max(min(y, _F(1.0)), _F(-1.0))
 
 
-@_jit
+@_jit_f32
 def sigmoid_f32(x):
     """1 / (1 + exp(-x)) in float32 with a few ulp of relative error everywhere, tails included."""
     e = exp_f32(-abs(x))  # in (0, 1]: never overflows
     return (e if x < _F(0.0) else _F(1.0)) / (_F(1.0) + e)
 
 
-@_jit
+@_jit_f32
 def _expm1_low_f32(x):
     """exp(x) - 1 for x below ~1, without cancellation: 2t / (1 - t) with t = tanh(x/2)."""
     t = tanh_f32(x * _F(0.5))
     return (t + t) / (_F(1.0) - t)
 
 
-@_jit_inline
+@_jit_inline_f32
 def expm1_f32(x):
     """exp(x) - 1 in float32, accurate relative to the result also near 0."""
     low = _expm1_low_f32(x)
@@ -129,13 +137,13 @@ def expm1_f32(x):
     return low if x < _F(0.75) else high
 
 
-@_jit
+@_jit_f32
 def elu_f32(x, alpha):
     """x if x > 0 else alpha * (exp(x) - 1), float32."""
     return x if x > _F(0.0) else alpha * _expm1_low_f32(x)
 
 
-@_jit
+@_jit_f32
 def selu_f32(x, alpha, gamma):
     """gamma * (x if x > 0 else alpha * (exp(x) - 1)), float32."""
     return gamma * (x if x > _F(0.0) else alpha * _expm1_low_f32(x))
@@ -151,7 +159,7 @@ _FLT_MIN = _F(1.1754943508222875e-38)
 _TWO23 = _F(8388608.0)
 
 
-@_jit
+@_jit_f32
 def log_f32(x):
     """ln(x) in float32, max relative error ~2e-7; -inf at 0, NaN below 0, inf at inf."""
     tiny = x < _FLT_MIN  # subnormals (and everything invalid) are scaled into the normal range
@@ -178,7 +186,7 @@ def log_f32(x):
     return y if (x > _F(0.0)) & (x < np.inf) else _F(special)
 
 
-@_jit_inline
+@_jit_inline_f32
 def log1p_f32(x):
     """ln(1 + x) in float32, accurate relative to the result also near 0."""
     w = _F(1.0) + x
@@ -188,7 +196,7 @@ def log1p_f32(x):
     return x if (d == _F(0.0)) | (x == np.inf) else y
 
 
-@_jit_inline
+@_jit_inline_f32
 def softplus_f32(x):
     """ln(1 + exp(x)) in float32, without overflow: max(x, 0) + ln(1 + exp(-|x|))."""
     return max(x, _F(0.0)) + log1p_f32(exp_f32(-abs(x)))
@@ -405,7 +413,7 @@ _GELU_C_F = _F(math.sqrt(2 / math.pi))
 _GELU_K_F = _F(0.044715)
 
 
-@_jit
+@_jit_f32
 def gelu_f32(x):
     """0.5 x (1 + erf(x / sqrt 2)) in float32 (erfc in float64, rounded once)."""
     return _F(0.5) * x * _F(math.erfc(-(x * _INV_SQRT2_F)))
@@ -417,7 +425,7 @@ def gelu_f64(x):
     return 0.5 * x * math.erfc(-(x * (1 / math.sqrt(2))))
 
 
-@_jit_inline
+@_jit_inline_f32
 def gelu_tanh_f32(x):
     """0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) = x sigmoid(2 z), float32."""
     z = _GELU_C_F * (x + _GELU_K_F * x * x * x)
@@ -431,7 +439,7 @@ def gelu_tanh_f64(x):
     return x * sigmoid_f64(z + z)
 
 
-@_jit_inline
+@_jit_inline_f32
 def mish_f32(x):
     """x tanh(ln(1 + exp(x))), float32."""
     return x * tanh_f32(softplus_f32(x))
@@ -443,7 +451,7 @@ def mish_f64(x):
     return x * math.tanh(softplus_f64(x))
 
 
-@_jit_inline
+@_jit_inline_f32
 def celu_f32(x, alpha):
     """max(0, x) + min(0, alpha (exp(x / alpha) - 1)) in float32, NaN propagating as in NumPy."""
     return maximum(_F(0.0), x) + minimum(_F(0.0), alpha * expm1_f32(x / alpha))
