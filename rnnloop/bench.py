@@ -35,16 +35,16 @@ Run = Callable[[], list]
 # is only used by parallel kernels, which rnnloop does not generate.
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
               "RNNLOOP_NUM_THREADS": "1"}
-
-
-def thread_env(threads: int) -> dict[str, str]:
-    """THREAD_ENV for `threads` threads per engine; nothing for 0 (every library's default)."""
-    return {k: str(threads) for k in THREAD_ENV} if threads else {}
 OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}  # it defaults to bf16 here
 # Outputs agree when every element is within ATOL + RTOL * |reference| (float32 over hundreds of steps).
 AGREE_RTOL, AGREE_ATOL = 1e-3, 1e-4
 # An optional engine (the interpreter, unless asked for) whose first run takes longer is timed once only.
 CHEAP_SECONDS = 0.5
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """THREAD_ENV for `threads` threads per engine; nothing for 0 (every library's default)."""
+    return {k: str(threads) for k in THREAD_ENV} if threads else {}
 
 
 def can_limit_threads() -> bool:
@@ -568,7 +568,7 @@ def format_report(report: Report) -> str:
         notes = ([] if r.agrees else ["OUTPUTS DISAGREE"]) + ([r.note] if r.note else [])
         lines.append(row + ("  " + "; ".join(notes) if notes else ""))
     if not report.threads_limited:
-        lines.append(f"note: BLAS may have used more than {_threads_phrase(report.threads).split(' per')[0]}: "
+        lines.append(f"note: BLAS may have used more than {'one thread' if report.threads == 1 else f'{report.threads} threads'}: "
                      "pip install threadpoolctl, or set "
                      + " ".join(f"{k}={v}" for k, v in thread_env(report.threads).items()) + " before starting Python")
     if report.plan:

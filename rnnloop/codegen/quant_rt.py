@@ -16,8 +16,9 @@ Weights within [-64, 64] (onnxruntime's quantiser with reduce_range=True writes 
 uint8 activations cannot saturate 16 bits (255 * 64 * 2 = 32640), so for them pack(b, unsigned_a=True)
 makes panels by quads of rows, [panels, K/4, 8, 4]: `vpmaddubsw` multiplies 32 bytes by 32 bytes
 unwidened and adds each pair into 16 bits, `vpmaddwd` by ones adds those pairs into 8 int32 lanes, a
-column's four products. Twice the products per instruction and per byte loaded: a 1 x 256 x 1024
-product (an LSTM step at batch 1) took 3.9 against 7.9 µs (znver3). Exact all the same.
+column's four products. The weights are not widened, and a 32-byte load serves 32 products, not
+16: a 1 x 256 x 1024 product (an LSTM step at batch 1) took 4.1-4.3 against 5.5-5.7 µs (znver3,
+alternating runs). Exact all the same.
 
 Without AVX2, or for b that is not constant, a plain loop computes the same.
 """
