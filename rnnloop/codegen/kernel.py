@@ -603,6 +603,7 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
 # is rendered (ModuleGen.kernel_module): then it becomes a view of layout 'A' if the function has
 # several call sites, and stays the array itself if it has one.
 _ANY_LAYOUT = re.compile(r"\b_any_layout_(\w+?)_(\d+)\((\w+)\)")
+_WORD = re.compile(r"\w+")  # (a name's occurrences are the words equal to it: what \bname\b finds)
 
 
 def _any_layout(function: str, v: Var) -> str:
@@ -647,10 +648,13 @@ def drop_unused(lines: list[str], owned: dict[str, set[str]]) -> list[str]:
 
     A view's shape is often all that is asked of it, and rules give it as its source's (an LSTM's
     four gate parts, the input row of a hoisted product); Numba would still build each one, a few
-    hundred instructions apiece. Likewise the 0-d arrays of the iteration number and condition."""
+    hundred instructions apiece. Likewise the 0-d arrays of the iteration number and condition.
+    Each line's words are found once a pass (a search per name and line took 60 ms of a VAD model's
+    load, cached or not)."""
     while True:
+        words = [(line, set(_WORD.findall(line))) for line in lines]
         dead = {name for name, own in owned.items()
-                if all(line.strip() in own for line in lines if re.search(rf"\b{name}\b", line))}
+                if all(line.strip() in own for line, found in words if name in found)}
         if not dead:
             return lines
         drop = set().union(*(owned[name] for name in dead))
