@@ -14,8 +14,8 @@ makes them; OpenBLAS as configured here, OPENBLAS_CORETYPE=Haswell):
 
 The method is BLIS's. The weights b [k, n] are packed once (at load for a model's constant
 weights, else once per run) into panels of P columns, [ceil(n / P), k, P], contiguous and
-zero-padded; per product, a is copied CHUNK rows at a time into blocks of ROWS rows,
-[blocks, DEPTH, ROWS], so that each block is one stream. For each panel and block, a ROWS x P
+zero-padded; per product, a is copied CHUNK rows at a time into blocks of ROWS rows (four where
+seven or eight are left: _block_rows), [blocks, DEPTH, ROWS], so that each block is one stream. For each panel and block, a ROWS x P
 block of out accumulates in twelve vector registers over DEPTH steps of the inner dimension and is stored
 once. Numba has no vector types, and LLVM's loop vectorizer does not keep such a block in
 registers: it reloads and stores out at every k, behind runtime alias checks that fail for some row
