@@ -2,8 +2,9 @@
 
 Every engine gets the same feeds, and its first run's outputs are compared with onnxruntime's. Run time
 is the median of interleaved rounds (every engine once per round, so drift on a noisy machine hits all
-engines alike), each timing as many runs as last SAMPLE_SECONDS. Cold compile and warm load are timed in new processes. `rnnloop bench` prints
-`format_report(bench(...))` or `report_json(...)`; the asv benchmarks in benchmarks/ reuse the pieces.
+engines alike), each timing as many runs as last SAMPLE_SECONDS. Cold compile and warm load are timed
+in new processes. `rnnloop bench` prints `format_report(bench(...))` or `report_json(...)`; the asv
+benchmarks in benchmarks/ reuse the pieces.
 """
 
 from __future__ import annotations
@@ -545,8 +546,9 @@ def format_report(report: Report) -> str:
     ref, native_ref = report.seconds_of(report.reference), report.seconds_of(report.native_reference)
     op = report.native_reference.split()[1] if report.native_reference else None
     lines = [report.title,
-             f"{_threads_phrase(report.threads)}; median of {report.repeat} samples (each {SAMPLE_SECONDS * 1000:g} ms or one "
-             f"run) after {report.warmup} warm-up, engines interleaved; " + ", ".join(f"{k} {v}" for k, v in report.versions.items())]
+             f"{_threads_phrase(report.threads)}; median of {report.repeat} samples "
+             f"(each {SAMPLE_SECONDS * 1000:g} ms or one run) after {report.warmup} warm-up, engines interleaved; "
+             + ", ".join(f"{k} {v}" for k, v in report.versions.items())]
     lines[-1:] = textwrap.wrap(lines[-1], 110, break_on_hyphens=False)
     if report.reference:
         lines += textwrap.wrap("vs ort = time / onnxruntime's on this model" +
@@ -568,7 +570,8 @@ def format_report(report: Report) -> str:
         notes = ([] if r.agrees else ["OUTPUTS DISAGREE"]) + ([r.note] if r.note else [])
         lines.append(row + ("  " + "; ".join(notes) if notes else ""))
     if not report.threads_limited:
-        lines.append(f"note: BLAS may have used more than {'one thread' if report.threads == 1 else f'{report.threads} threads'}: "
+        limit = "one thread" if report.threads == 1 else f"{report.threads} threads"
+        lines.append(f"note: BLAS may have used more than {limit}: "
                      "pip install threadpoolctl, or set "
                      + " ".join(f"{k}={v}" for k, v in thread_env(report.threads).items()) + " before starting Python")
     if report.plan:

@@ -300,11 +300,12 @@ def _bench_parser(commands) -> None:
     bench = commands.add_parser(
         "bench", help="time rnnloop, onnxruntime and OpenVINO on a model, one thread each (or --threads N)",
         description="Time rnnloop (fused numba kernels; the interpreter too when a run is cheap, or with --interp), "
-        "onnxruntime and OpenVINO (f32) on one model with the same feeds, one thread each unless --threads says otherwise; check that their "
-        "outputs agree and print medians and ratios to onnxruntime (exit status 1 if the outputs disagree or "
-        "rnnloop cannot run the model). A built-in LSTM/GRU model is also compared with ONNX's own LSTM/GRU op "
-        "on the same weights. Feeds of an .onnx file are random: symbolic dims from --dim (else 1), integer scalar inputs (trip counts) 100, booleans true, "
-        "other integer tensors 0, unless --input-value sets them.")
+        "onnxruntime and OpenVINO (f32) on one model with the same feeds, one thread each unless --threads "
+        "says otherwise; check that their outputs agree and print medians and ratios to onnxruntime (exit "
+        "status 1 if the outputs disagree or rnnloop cannot run the model). A built-in LSTM/GRU model is "
+        "also compared with ONNX's own LSTM/GRU op on the same weights. Feeds of an .onnx file are random: "
+        "symbolic dims from --dim (else 1), integer scalar inputs (trip counts) 100, booleans true, other "
+        "integer tensors 0, unless --input-value sets them.")
     _model_options(bench, file_steps=True)
     bench.add_argument("--repeat", type=int, default=10, metavar="N",
                        help="timed samples per engine, of which the median is reported (default 10)")

@@ -68,8 +68,8 @@ def _izero(typingctx, dummy):
 
 
 def _x86(builder, name, result, *args):
-    fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(result, [a.type for a in args]),
-                                                         name)
+    signature = ir.FunctionType(result, [a.type for a in args])
+    fn = builder.module.globals.get(name) or ir.Function(builder.module, signature, name)
     return builder.call(fn, list(args))
 
 
@@ -97,8 +97,8 @@ def _imadd(typingctx, acc, packed, offset, unit):
             pairs = _x86(builder, "llvm.x86.avx2.pmadd.ub.sw", i16x16, builder.bitcast(splat, i8x32), weights)
             ones = ir.Constant(i16x16, [1] * 16)
             return builder.add(vacc, _x86(builder, "llvm.x86.avx2.pmadd.wd", i32x8, pairs, ones))
-        bytes_ = builder.load(builder.bitcast(builder.gep(data, [index]), ir.VectorType(ir.IntType(8), 16).as_pointer()),
-                              align=1)
+        sixteen = ir.VectorType(ir.IntType(8), 16).as_pointer()
+        bytes_ = builder.load(builder.bitcast(builder.gep(data, [index]), sixteen), align=1)
         wide = builder.sext(bytes_, i16x16) if signed else builder.zext(bytes_, i16x16)
         return builder.add(vacc, _x86(builder, "llvm.x86.avx2.pmadd.wd", i32x8, wide, builder.bitcast(splat, i16x16)))
     return int32x8(acc, packed, types.intp, unit), codegen
@@ -262,8 +262,8 @@ def matmul_integer(a, b, za, zb, out, packed, colsum):
     per_column = zb.shape[0] != 1
     quads = packed.shape[3] == 4 and _of(a, np.uint8)
     rows = 4 if quads else 2
-    if HAVE_AVX2 and n > 0 and packed.shape[0] == (n + LANES - 1) // LANES and packed.shape[1] == (k + rows - 1) // rows \
-            and packed.shape[3] == rows and colsum.shape[0] == n:
+    if (HAVE_AVX2 and n > 0 and packed.shape[0] == (n + LANES - 1) // LANES
+            and packed.shape[1] == (k + rows - 1) // rows and packed.shape[3] == rows and colsum.shape[0] == n):
         raw = np.empty((2, packed.shape[0] * LANES), np.int32)
         units = packed.shape[1]
         pairs0, pairs1 = np.empty(units, np.int32), np.empty(units, np.int32)

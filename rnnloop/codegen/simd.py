@@ -15,12 +15,12 @@ makes them; OpenBLAS as configured here, OPENBLAS_CORETYPE=Haswell):
 The method is BLIS's. The weights b [k, n] are packed once (at load for a model's constant
 weights, else once per run) into panels of P columns, [ceil(n / P), k, P], contiguous and
 zero-padded; per product, a is copied CHUNK rows at a time into blocks of ROWS rows (four where
-seven or eight are left: _block_rows), [blocks, DEPTH, ROWS], so that each block is one stream. For each panel and block, a ROWS x P
-block of out accumulates in twelve vector registers over DEPTH steps of the inner dimension and is stored
-once. Numba has no vector types, and LLVM's loop vectorizer does not keep such a block in
-registers: it reloads and stores out at every k, behind runtime alias checks that fail for some row
-counts (8 GFLOP/s). So this module defines a vector type with six operations: zero, load, store,
-splat, broadcast of an element and multiply-add (`llvm.fmuladd`: an FMA where the CPU has one, as
+seven or eight are left: _block_rows), [blocks, DEPTH, ROWS], so that each block is one stream. For
+each panel and block, a ROWS x P block of out accumulates in twelve vector registers over DEPTH steps
+of the inner dimension and is stored once. Numba has no vector types, and LLVM's loop vectorizer does
+not keep such a block in registers: it reloads and stores out at every k, behind runtime alias checks
+that fail for some row counts (8 GFLOP/s). So this module defines a vector type with six operations:
+zero, load, store, splat, broadcast of an element and multiply-add (`llvm.fmuladd`: an FMA where the CPU has one, as
 in BLAS); a clamp, for the activation a convolution applies as it stores (conv_rt.py); and a
 prefetch, with which a block asks for the next panel while it works on one. A
 vector is 64 bytes (16 float32) where the CPU has AVX-512, else 32 (8 float32, AVX2): the width is
@@ -175,8 +175,8 @@ def _prefetch(typingctx, array, index):
     def codegen(context, builder, sig, args):
         i8p = ir.IntType(8).as_pointer()
         address = builder.bitcast(_address(context, builder, array, *args), i8p)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p] + [ir.IntType(32)] * 3),
-                                            "llvm.prefetch.p0")
+        signature = ir.FunctionType(ir.VoidType(), [i8p] + [ir.IntType(32)] * 3)
+        fn = cgutils.get_or_insert_function(builder.module, signature, "llvm.prefetch.p0")
         read, locality, data = (ir.Constant(ir.IntType(32), v) for v in (0, 2, 1))
         builder.call(fn, [address, read, locality, data])
         return context.get_dummy_value()
@@ -423,6 +423,14 @@ def _row_rest(x, panel_data, k, n, out, first):
             out[0, j + c] = edge[0, c]
 
 
+@njit(nogil=True, inline="always")
+def _prefetch_step(panel_data, at, lanes):
+    """Ask for one step of a panel from flat element `at`: a line (two with 64-byte vectors)."""
+    _prefetch(panel_data, at)
+    if VECTOR_BYTES == 64:
+        _prefetch(panel_data, at + lanes)
+
+
 @njit(nogil=True)
 def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add, ahead, fetch):
     """One block of `rows` rows (<= ROWS; from flat element `start` of rows_data, [depth, ROWS])
@@ -459,10 +467,8 @@ def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, a
             c4a, c4b = _vfma(x, b0, c4a), _vfma(x, b1, c4b)
             x = _vbroadcast(rows_data, x0 + 5)
             c5a, c5b = _vfma(x, b0, c5a), _vfma(x, b1, c5b)
-            if kk < fetch:  # the next panel's line (two with 64-byte vectors) while this one is used
-                _prefetch(panel_data, ahead + kk * 2 * lanes)
-                if VECTOR_BYTES == 64:
-                    _prefetch(panel_data, ahead + kk * 2 * lanes + lanes)
+            if kk < fetch:  # the next panel's step while this one is used
+                _prefetch_step(panel_data, ahead + kk * 2 * lanes, lanes)
     else:
         for kk in range(depth):
             o, x0 = offset + kk * 2 * lanes, start + kk * ROWS
@@ -475,10 +481,8 @@ def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, a
             c2a, c2b = _vfma(x, b0, c2a), _vfma(x, b1, c2b)
             x = _vbroadcast(rows_data, x0 + 3)
             c3a, c3b = _vfma(x, b0, c3a), _vfma(x, b1, c3b)
-            if kk < fetch:  # the next panel's line (two with 64-byte vectors) while this one is used
-                _prefetch(panel_data, ahead + kk * 2 * lanes)
-                if VECTOR_BYTES == 64:
-                    _prefetch(panel_data, ahead + kk * 2 * lanes + lanes)
+            if kk < fetch:  # the next panel's step while this one is used
+                _prefetch_step(panel_data, ahead + kk * 2 * lanes, lanes)
     _vstore(dst, at, c0a)
     _vstore(dst, at + lanes, c0b)
     if rows > 1:
