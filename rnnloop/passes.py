@@ -237,10 +237,7 @@ def fold_batchnorm(graph: Graph) -> Graph:
     the statistics are constants of the graph and the Conv's output is read by the
     BatchNormalization alone; the Conv then writes the BatchNormalization's output.
     """
-    readers: dict[str, int] = {}
-    for op in graph.ops:
-        for name in op.inputs:
-            readers[name] = readers.get(name, 0) + 1
+    readers = _readers(graph)
     producers = {n: op for op in graph.ops for n in op.outputs if n}
     constants, types = dict(graph.constants), dict(graph.types)
     used = set(graph.inputs) | set(constants) | set(producers)
@@ -288,14 +285,114 @@ def _folded_conv(bn: Op, conv: Op, constants: dict, types: dict, used: set[str])
     bias = np.zeros(channels) if b is None else b.astype(np.float64)
     new_w = (w.astype(np.float64) * a.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
     new_b = ((bias - mean) * a + shift).astype(w.dtype)
-    names = []
-    for hint, value in (("W", new_w), ("B", new_b)):
-        name, k = f"{conv.inputs[1]}_bn_{hint}", 1
-        while name in used:
-            k += 1
-            name = f"{conv.inputs[1]}_bn_{hint}{k}"
-        used.add(name)
-        constants[name] = value
-        types[name] = TensorType(value.dtype, value.shape)
-        names.append(name)
+    names = [_new_constant(f"{conv.inputs[1]}_bn_{hint}", value, constants, types, used)
+             for hint, value in (("W", new_w), ("B", new_b))]
     return dataclasses.replace(conv, inputs=[conv.inputs[0], *names], outputs=[bn.outputs[0]])
+
+
+def _new_constant(base: str, value: np.ndarray, constants: dict, types: dict, used: set[str]) -> str:
+    """The name of `value`, added to `constants` and `types` under `base` or, when taken, base2, base3..."""
+    name, k = base, 1
+    while name in used:
+        k += 1
+        name = f"{base}{k}"
+    used.add(name)
+    constants[name] = value
+    types[name] = TensorType(value.dtype, value.shape)
+    return name
+
+
+def _readers(graph: Graph) -> dict[str, int]:
+    """How many inputs of the graph's ops read each value."""
+    readers: dict[str, int] = {}
+    for op in graph.ops:
+        for name in op.inputs:
+            readers[name] = readers.get(name, 0) + 1
+    return readers
+
+
+# A folded embedding table may be this much larger than the table and weights it replaces, and
+# no larger than EMBEDDING_TABLE_BYTES: beyond, the memory outweighs the product it saves a run.
+EMBEDDING_GROWTH = 4
+EMBEDDING_TABLE_BYTES = 64 << 20
+
+
+def fold_embedding_products(graph: Graph) -> Graph:
+    """The graph with every product of gathered embeddings by constant weights read from a table of
+    the products, in it and its subgraphs.
+
+    A decoder step looks its previous tokens up in an embedding table E and multiplies them by the
+    input weights W of its first layer: MatMul(Gather(E, tokens), W), often + b (a GRU written as
+    MatMul/Sigmoid/Tanh, a Linear after an Embedding). Each row of the product is a row of E @ W
+    (+ b), so the pass computes that table once, in float64, and the run gathers its rows: a
+    12 x 256 x 768 product less per step of the benchmark decoder. It folds when E, W (2-D) and
+    b ([N]) are constants of one float dtype, the Gather is on axis 0 and read by the MatMul alone
+    (and the MatMul by the Add alone), and the table stays within EMBEDDING_GROWTH times the bytes
+    of E and W and EMBEDDING_TABLE_BYTES. Indices out of range are reported as the Gather's, as before.
+    """
+    readers = _readers(graph)
+    producers = {n: op for op in graph.ops for n in op.outputs if n}
+    constants, types = dict(graph.constants), dict(graph.types)
+    used = set(graph.inputs) | set(constants) | set(producers)
+    folded: dict[int, Op | None] = {}  # id(op) -> the Gather that replaces it (the chain's last op), or None
+    chains = [c for c in (_embedding_chain(op, producers, readers, constants, graph.outputs) for op in graph.ops) if c]
+    with_add = {id(matmul) for _, matmul, add in chains if add is not None}
+    for gather, matmul, add in chains:
+        if (add is None and id(matmul) in with_add) or id(matmul) in folded:
+            continue
+        table, w = constants[gather.inputs[0]], constants[matmul.inputs[1]]
+        product = table.astype(np.float64) @ w.astype(np.float64)
+        if add is not None:
+            product += constants[_other(add, matmul.outputs[0])].astype(np.float64)
+        last = add or matmul
+        name = _new_constant(f"{gather.inputs[0]}_times_{matmul.inputs[1]}", product.astype(table.dtype),
+                             constants, types, used)
+        folded[id(gather)] = folded[id(matmul)] = None
+        folded[id(last)] = dataclasses.replace(gather, inputs=[name, gather.inputs[1]], outputs=list(last.outputs))
+    ops = []
+    for op in graph.ops:
+        if op.subgraphs:
+            op = _with_subgraphs(op, fold_embedding_products)
+        if id(op) in folded:
+            if folded[id(op)] is not None:
+                ops.append(folded[id(op)])
+            continue
+        ops.append(op)
+    if not folded and all(a is b for a, b in zip(ops, graph.ops)):
+        return graph
+    return dataclasses.replace(graph, ops=ops, constants=constants, types=types)
+
+
+def _other(op: Op, name: str) -> str:
+    """The input of a two-input op that is not `name`."""
+    return op.inputs[1] if op.inputs[0] == name else op.inputs[0]
+
+
+def _embedding_chain(op: Op, producers: dict, readers: dict, constants: dict,
+                     outputs: list[str]) -> tuple[Op, Op, Op | None] | None:
+    """(Gather, MatMul, the bias Add or None) when `op`, an Add or a MatMul, ends a chain that
+    fold_embedding_products folds; a MatMul's Add that qualifies folds with it, from the Add."""
+    add, matmul = None, op
+    if op.op_type == "Add" and len(op.inputs) == 2:
+        add, matmul = op, next((producers[n] for n in op.inputs if n in producers), None)
+    if matmul is None or matmul.op_type != "MatMul" or len(matmul.inputs) != 2:
+        return None
+    gather = producers.get(matmul.inputs[0])
+    if gather is None or gather.op_type != "Gather" or gather.attrs.get("axis", 0) != 0 or \
+            readers.get(gather.outputs[0]) != 1 or gather.outputs[0] in outputs:
+        return None
+    table, w = constants.get(gather.inputs[0]), constants.get(matmul.inputs[1])
+    if not isinstance(table, np.ndarray) or not isinstance(w, np.ndarray) or table.ndim != 2 or w.ndim != 2 or \
+            table.dtype.kind != "f" or w.dtype != table.dtype or table.shape[1] != w.shape[0]:
+        return None
+    grown = table.shape[0] * w.shape[1] * table.itemsize
+    if grown > EMBEDDING_TABLE_BYTES or grown > EMBEDDING_GROWTH * (table.nbytes + w.nbytes):
+        return None
+    if add is None:
+        return gather, matmul, None
+    b = constants.get(_other(add, matmul.outputs[0]))
+    if readers.get(matmul.outputs[0]) != 1 or matmul.outputs[0] in outputs or not isinstance(b, np.ndarray) or \
+            b.dtype != table.dtype or b.shape not in ((w.shape[1],), (1,)):
+        return None
+    return gather, matmul, add
+

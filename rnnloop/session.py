@@ -28,7 +28,8 @@ from .ir import (
     iter_ops,
 )
 from .partition import compile_regions
-from .passes import cancel_unsqueezes, eliminate_dead_code, fold_batchnorm, fold_constants, forward_identities
+from .passes import (cancel_unsqueezes, eliminate_dead_code, fold_batchnorm, fold_constants, fold_embedding_products,
+                     forward_identities)
 from .plan import BACKENDS, plan_graph
 from .threads import Splitter, available_cores, blas_threads
 from .threads import resolve as resolve_threads
@@ -74,7 +75,7 @@ class Session:
         self.threads, self._threads_option = resolve_threads(threads), threads  # (the option travels: portable.py)
         verify(infer_types(graph))  # types first: exporters leave loop bodies untyped
         graph = forward_identities(cancel_unsqueezes(fold_constants(graph)))
-        self.graph = graph = eliminate_dead_code(fold_batchnorm(graph))
+        self.graph = graph = eliminate_dead_code(fold_embedding_products(fold_batchnorm(graph)))
         for g in _graphs(graph):  # (ONNX's raw data arrives read-only; a kernel takes writable arrays)
             g.constants = {n: _writable(c) for n, c in g.constants.items()}
         self.backend, self.strict = backend, strict

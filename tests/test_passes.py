@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import parse
+from helpers import IR_VERSION, parse
+from onnx import TensorProto, helper, numpy_helper
 
 import rnnloop
 from rnnloop.frontends.onnx import convert_model
@@ -213,3 +214,80 @@ def test_a_chain_of_identities_is_one_value():
     z, w = session.run(None, {"x": x})
     np.testing.assert_allclose(z, np.tanh(x), rtol=1e-6)
     np.testing.assert_array_equal(w, z)
+
+
+def _embedding_model(bias: str = "[6]", extra_reader: bool = False, axis: int = 0, vocab: int = 10,
+                     loop: bool = False) -> tuple:
+    """tokens -> Gather(E [vocab, 4]) -> MatMul(W [4, 6]) (-> Add b), as a decoder's first layer; with
+    `loop`, inside a Loop body that carries the token."""
+    rng = np.random.default_rng(7)
+    E, W = rng.standard_normal((vocab, 4)).astype(np.float32), rng.standard_normal((4, 6)).astype(np.float32)
+    shape = [int(d) for d in bias.strip("[]").split(",")] if bias else None
+    b = rng.standard_normal(shape).astype(np.float32) if bias else None
+    nodes = [helper.make_node("Gather", ["E", "tokens"], ["x"], axis=axis),
+             helper.make_node("MatMul", ["x", "W"], ["xw"])]
+    nodes += [helper.make_node("Add", ["xw", "b"], ["y"])] if bias else [helper.make_node("Identity", ["xw"], ["y"])]
+    outputs = ["y"] + (["x"] if extra_reader else [])
+    inits = {"E": E, "W": W, **({"b": b} if bias else {})}
+    if not loop:
+        graph = helper.make_graph(nodes, "embed", [helper.make_tensor_value_info("tokens", TensorProto.INT64, [3])],
+                                  [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+                                  [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    else:  # each iteration looks up the carried token and stacks its row
+        body = helper.make_graph(
+            nodes + [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Identity", ["tokens"], ["t_out"])],
+            "step", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                     helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                     helper.make_tensor_value_info("tokens", TensorProto.INT64, [3])],
+            [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("t_out", TensorProto.INT64, [3]),
+             helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        graph = helper.make_graph(
+            [helper.make_node("Loop", ["n", "", "tokens"], ["t_last", "ys"], body=body)], "embed_loop",
+            [helper.make_tensor_value_info("tokens", TensorProto.INT64, [3]),
+             helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+            [helper.make_tensor_value_info("ys", TensorProto.FLOAT, None)],
+            [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
+    expected = E[np.array([1, 9, 0]) % vocab] @ W + (b if bias else 0)
+    return model, expected
+
+
+@pytest.mark.parametrize("bias", ["[6]", "[1]", ""])
+@pytest.mark.parametrize("backend", ["interp", "numba"])
+def test_embeddings_times_constant_weights_are_gathered_from_a_table_of_products(bias, backend):
+    model, expected = _embedding_model(bias)
+    session = rnnloop.load(model, backend=backend)
+    ops = [op.op_type for op in session.graph.ops]
+    assert "MatMul" not in ops and "Add" not in ops and ops.count("Gather") == 1
+    table = session.graph.constants[session.graph.ops[0].inputs[0]]
+    assert table.shape == (10, 6) and table.dtype == np.float32
+    assert "E" not in session.graph.constants  # nothing else reads the embeddings
+    tokens = np.array([1, 9, 0], np.int64)
+    np.testing.assert_allclose(session.run(None, {"tokens": tokens})[0], expected, rtol=1e-5, atol=1e-6)
+    negative = session.run(None, {"tokens": np.array([-9, -1, 0], np.int64)})[0]  # Gather's negative indices
+    np.testing.assert_allclose(negative, expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(rnnloop.RnnloopError, match="Gather"):
+        session.run(None, {"tokens": np.array([1, 10, 0], np.int64)})
+
+
+def test_a_product_of_embeddings_inside_a_loop_body_is_folded_there():
+    model, expected = _embedding_model(loop=True)
+    session = rnnloop.load(model, backend="interp")
+    body = session.graph.ops[0].body
+    assert "MatMul" not in [op.op_type for op in body.ops]
+    ys = session.run(None, {"tokens": np.array([1, 9, 0], np.int64), "n": np.array(2)})[0]
+    np.testing.assert_allclose(ys, [expected, expected], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["gathered rows read elsewhere", "axis 1", "table too large", "bias per row"])
+def test_products_of_embeddings_that_cannot_fold_stay(case, monkeypatch):
+    import rnnloop.passes as passes
+    options = {"gathered rows read elsewhere": dict(extra_reader=True), "axis 1": dict(axis=1, vocab=4),
+               "table too large": dict(vocab=200), "bias per row": dict(bias="[3, 6]")}[case]
+    if case == "table too large":
+        monkeypatch.setattr(passes, "EMBEDDING_TABLE_BYTES", 200 * 6 * 4 - 1)
+    model, _ = _embedding_model(**options)
+    ops = [op.op_type for op in rnnloop.load(model, backend="interp").graph.ops]
+    # a bias that is not one row folds no Add, but the MatMul still folds
+    assert ops == (["Gather", "Add"] if case == "bias per row" else ["Gather", "MatMul", "Add"])
