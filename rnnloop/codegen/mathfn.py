@@ -22,7 +22,10 @@ import math
 import warnings
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
+
+from .lanes import add8, contiguous, lane, load8, max8
 
 _jit = njit(nogil=True, cache=True, error_model="numpy")
 # Helpers that call other helpers are inlined by Numba itself: LLVM's inliner refuses a callee that
@@ -256,23 +259,73 @@ def minimum(a, b):
 def max_of(a, lo, n):
     """The largest of a[lo:lo + n] (n >= 1) as np.max gives it: NaN if any is NaN. Eight running
     maxima, as NumPy's SIMD loop keeps: one running maximum is a chain of a compare and a select
-    per element (a LogSoftmax over 12 rows of 2000: 53 µs with one, 46 with eight). Which of -0.0
-    and +0.0 wins a tie depends on the order, as in NumPy."""
+    per element (a LogSoftmax over 12 rows of 2000: 53 µs with one, 46 with eight). They are one
+    vector (lanes.py) where a is contiguous. Which of -0.0 and +0.0 wins a tie depends on the
+    order, as in NumPy."""
     if n < 16:
         m = a[lo]
         for i in range(lo + 1, lo + n):
             m = maximum(m, a[i])
         return m
-    m0, m1, m2, m3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    m4, m5, m6, m7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
     end = lo + n - n % 8
-    for b in range(lo + 8, end, 8):
-        m0, m1, m2, m3 = maximum(m0, a[b]), maximum(m1, a[b + 1]), maximum(m2, a[b + 2]), maximum(m3, a[b + 3])
-        m4, m5, m6, m7 = maximum(m4, a[b + 4]), maximum(m5, a[b + 5]), maximum(m6, a[b + 6]), maximum(m7, a[b + 7])
+    m0, m1, m2, m3, m4, m5, m6, m7 = _eight(a, lo, end, True)
     m = maximum(maximum(maximum(m0, m1), maximum(m2, m3)), maximum(maximum(m4, m5), maximum(m6, m7)))
     for i in range(end, lo + n):
         m = maximum(m, a[i])
     return m
+
+
+@_jit
+def sum_run(a, lo, n):
+    """The sum of a[lo:lo + n] (n <= 128) as NumPy adds a run of floats: one by one under eight
+    elements, else in eight interleaved partial sums combined pairwise, then the rest one by one
+    (the leaf of reductions.py's pairwise sums)."""
+    r = a.dtype.type(0.0)
+    if n < 8:
+        for i in range(lo, lo + n):
+            r += a[i]
+        return r
+    end = lo + n - n % 8
+    r0, r1, r2, r3, r4, r5, r6, r7 = _eight(a, lo, end, False)
+    r = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for i in range(end, lo + n):
+        r += a[i]
+    return r
+
+
+def _eight(a, lo, end, maxima):
+    """Eight running maxima (`maxima`) or sums of a[lo:end] (end - lo a multiple of 8, at least 8):
+    lane k takes a[lo + k], a[lo + k + 8], ... One vector (lanes.py) for a contiguous float32 or
+    float64 a, else eight scalars; the same operations in the same order either way."""
+
+
+@_jit
+def _eight_scalars(a, lo, end, maxima):
+    """_eight as eight scalars."""
+    r0, r1, r2, r3, r4, r5, r6, r7 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3], a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    for b in range(lo + 8, end, 8):
+        if maxima:
+            r0, r1, r2, r3 = maximum(r0, a[b]), maximum(r1, a[b + 1]), maximum(r2, a[b + 2]), maximum(r3, a[b + 3])
+            r4, r5, r6, r7 = maximum(r4, a[b + 4]), maximum(r5, a[b + 5]), maximum(r6, a[b + 6]), maximum(r7, a[b + 7])
+        else:
+            r0, r1, r2, r3 = r0 + a[b], r1 + a[b + 1], r2 + a[b + 2], r3 + a[b + 3]
+            r4, r5, r6, r7 = r4 + a[b + 4], r5 + a[b + 5], r6 + a[b + 6], r7 + a[b + 7]
+    return r0, r1, r2, r3, r4, r5, r6, r7
+
+
+@overload(_eight, jit_options={"cache": True})
+def _eight_typed(a, lo, end, maxima):
+    if a.dtype not in (types.float32, types.float64):
+        return lambda a, lo, end, maxima: _eight_scalars(a, lo, end, maxima)
+
+    def vector(a, lo, end, maxima):
+        if not (contiguous(a) and 0 <= lo and end <= a.shape[0]):
+            return _eight_scalars(a, lo, end, maxima)
+        v = load8(a, lo)
+        for b in range(lo + 8, end, 8):
+            v = max8(v, load8(a, b)) if maxima else add8(v, load8(a, b))
+        return lane(v, 0), lane(v, 1), lane(v, 2), lane(v, 3), lane(v, 4), lane(v, 5), lane(v, 6), lane(v, 7)
+    return vector
 
 
 @_jit
