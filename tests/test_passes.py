@@ -253,8 +253,7 @@ def _embedding_model(bias: str = "[6]", extra_reader: bool = False, axis: int = 
     return model, expected
 
 
-@pytest.mark.parametrize("bias", ["[6]", "[1]", ""])
-@pytest.mark.parametrize("backend", ["interp", "numba"])
+@pytest.mark.parametrize("bias, backend", [("[6]", "interp"), ("[1]", "interp"), ("", "interp"), ("[6]", "numba")])
 def test_embeddings_times_constant_weights_are_gathered_from_a_table_of_products(bias, backend):
     model, expected = _embedding_model(bias)
     session = rnnloop.load(model, backend=backend)
