@@ -374,7 +374,8 @@ def _embedding_chain(op: Op, producers: dict, readers: dict, constants: dict,
     fold_embedding_products folds; a MatMul's Add that qualifies folds with it, from the Add."""
     add, matmul = None, op
     if op.op_type == "Add" and len(op.inputs) == 2:
-        add, matmul = op, next((producers[n] for n in op.inputs if n in producers), None)
+        add, matmul = op, next((producers[n] for n in op.inputs if n in producers and
+                                producers[n].op_type == "MatMul"), None)
     if matmul is None or matmul.op_type != "MatMul" or len(matmul.inputs) != 2:
         return None
     gather = producers.get(matmul.inputs[0])

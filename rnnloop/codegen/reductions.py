@@ -302,9 +302,9 @@ PAIRWISE_DEPTH = 64  # halvings from the largest run an int64 can count down to 
 def _pairwise(g: LoopGen, dtype: np.dtype, kind: str, hint: str) -> tuple[str, list[str]]:
     """The pairwise sum function of `kind` terms, and the scratch buffers (its stack) a caller passes it."""
     if kind == "sum" and dtype in (np.float32, np.float64):  # its eight partial sums as one vector
-        leaf = "_m.sum_run"
+        leaf = "_m.sum_run(a, lo, n)"
     else:
-        leaf = g.module.helper(_pairwise_leaf_function(dtype, kind))
+        leaf = f"{g.module.helper(_pairwise_leaf_function(dtype, kind))}(a, lo, n, p)"
     function = g.module.helper(_pairwise_function(dtype, kind, leaf))
     stack = [g.buffer(f"{hint}_runs", np.dtype(np.int64), ["3", str(PAIRWISE_DEPTH)]),
              g.buffer(f"{hint}_halves", dtype, [str(PAIRWISE_DEPTH)])]
@@ -337,16 +337,16 @@ def _pairwise_leaf_function(dtype: np.dtype, kind: str) -> str:
 
 
 def _pairwise_function(dtype: np.dtype, kind: str, leaf: str) -> str:
-    """The function (a, lo, n, p, runs, halves): the pairwise sum of any run, in NumPy's order.
+    """The function (a, lo, n, p, runs, halves): the pairwise sum of any run, in NumPy's order;
+    `leaf` is the call that sums a run of at most 128 from a[lo].
 
     It walks NumPy's recursion depth first: each split records the right half in `runs` (start,
     length, whether the left half is summed) and goes left; each finished sum either waits in
     `halves` for its right neighbour or is added to its left one.
     """
     e = _function(["a", "lo", "n", "p", "runs", "halves"], f"pairwise sum of the {kind} terms of a[lo:lo + n], as NumPy adds")
-    call = f"{leaf}(a, lo, n)" if leaf == "_m.sum_run" else f"{leaf}(a, lo, n, p)"
     with e.block("if n <= 128:"):
-        e(f"return {call}")
+        e(f"return {leaf}")
     e("depth = 0")
     with e.block("while True:"):
         with e.block("while n > 128:"):
@@ -357,7 +357,7 @@ def _pairwise_function(dtype: np.dtype, kind: str, leaf: str) -> str:
             e("runs[2, depth] = 0")
             e("depth += 1")
             e("n = half")
-        e(f"s = {call}")
+        e(f"s = {leaf}")
         with e.block("while depth > 0 and runs[2, depth - 1] == 1:"):
             e("depth -= 1")
             e("s = halves[depth] + s")
