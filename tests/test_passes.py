@@ -235,7 +235,8 @@ def _embedding_model(bias: str = "[6]", extra_reader: bool = False, axis: int = 
                                   [numpy_helper.from_array(v, k) for k, v in inits.items()])
     else:  # each iteration looks up the carried token and stacks its row
         body = helper.make_graph(
-            nodes + [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Identity", ["tokens"], ["t_out"])],
+            nodes + [helper.make_node("Identity", ["c"], ["c_out"]),
+                     helper.make_node("Identity", ["tokens"], ["t_out"])],
             "step", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
                      helper.make_tensor_value_info("c", TensorProto.BOOL, []),
                      helper.make_tensor_value_info("tokens", TensorProto.INT64, [3])],
