@@ -590,7 +590,7 @@ def _sum_run(a, lo, n):
     return mathfn.sum_run(a, lo, n)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 def test_maxima_and_sums_over_eight_lanes_are_numpys_bit_for_bit(dtype):
     """max_of and sum_run keep NumPy's eight running maxima and partial sums in one vector (lanes.py)
     where the array is contiguous, in eight scalars where it is not (float32 here; as for integers):

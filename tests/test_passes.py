@@ -254,7 +254,8 @@ def _embedding_model(bias: str = "[6]", extra_reader: bool = False, axis: int = 
     return model, expected
 
 
-@pytest.mark.parametrize("bias, backend", [("[6]", "interp"), ("[1]", "interp"), ("", "interp"), ("[6]", "numba")])
+@pytest.mark.parametrize("bias, backend", [("[6]", "interp"), ("[1]", "interp"), ("", "interp"),
+                                           pytest.param("[6]", "numba", marks=pytest.mark.slow)])
 def test_embeddings_times_constant_weights_are_gathered_from_a_table_of_products(bias, backend):
     model, expected = _embedding_model(bias)
     session = rnnloop.load(model, backend=backend)
