@@ -249,10 +249,17 @@ def fold_batchnorm(graph: Graph) -> Graph:
         replacement = _folded_conv(op, conv, constants, types, used)
         if replacement is not None:
             folded[id(conv)], folded[id(op)] = replacement, None
+    return _rewritten(graph, folded, constants, types, fold_batchnorm)
+
+
+def _rewritten(graph: Graph, folded: dict, constants: dict, types: dict, rewrite) -> Graph:
+    """The graph with each op of `folded` (by id) replaced by its value there (dropped when None),
+    with `constants` and `types`, and `rewrite` applied to its subgraphs; the graph itself when
+    nothing changes."""
     ops = []
     for op in graph.ops:
         if op.subgraphs:
-            op = _with_subgraphs(op, fold_batchnorm)
+            op = _with_subgraphs(op, rewrite)
         if id(op) in folded:
             if folded[id(op)] is not None:
                 ops.append(folded[id(op)])
@@ -338,7 +345,7 @@ def fold_embedding_products(graph: Graph) -> Graph:
     chains = [c for c in (_embedding_chain(op, producers, readers, constants, graph.outputs) for op in graph.ops) if c]
     with_add = {id(matmul) for _, matmul, add in chains if add is not None}
     for gather, matmul, add in chains:
-        if (add is None and id(matmul) in with_add) or id(matmul) in folded:
+        if add is None and id(matmul) in with_add:  # folded with its Add
             continue
         table, w = constants[gather.inputs[0]], constants[matmul.inputs[1]]
         product = table.astype(np.float64) @ w.astype(np.float64)
@@ -349,18 +356,7 @@ def fold_embedding_products(graph: Graph) -> Graph:
                              constants, types, used)
         folded[id(gather)] = folded[id(matmul)] = None
         folded[id(last)] = dataclasses.replace(gather, inputs=[name, gather.inputs[1]], outputs=list(last.outputs))
-    ops = []
-    for op in graph.ops:
-        if op.subgraphs:
-            op = _with_subgraphs(op, fold_embedding_products)
-        if id(op) in folded:
-            if folded[id(op)] is not None:
-                ops.append(folded[id(op)])
-            continue
-        ops.append(op)
-    if not folded and all(a is b for a, b in zip(ops, graph.ops)):
-        return graph
-    return dataclasses.replace(graph, ops=ops, constants=constants, types=types)
+    return _rewritten(graph, folded, constants, types, fold_embedding_products)
 
 
 def _other(op: Op, name: str) -> str:
