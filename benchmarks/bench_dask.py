@@ -8,7 +8,8 @@ items a partition, BATCH_SIZE items a model call), every output (y, [T, 1, hidde
 gathered back. The items are sized so that the same work in this process, partition after
 partition, takes --seconds (at least 20 by default: the issue's job). Then:
 
-- local: that work in this process, one partition after another (run_items, as a task does);
+- local: that work in this process, one partition after another (run_items, as a task does), on one
+  thread as a worker's Session runs; the mean of a run before the cluster runs and one after;
 - 1 worker, 2 workers: a LocalCluster of that many worker processes of one thread, wall time of
   bag.compute() after a warm-up job (every worker has loaded the model);
 - throughput ratio: 1 worker's time / 2 workers' time (target: >= 1.7 on 2 cores);
@@ -92,10 +93,11 @@ def run_cluster(model: bytes, partitions: int, size: int, workers: int, outputs:
             if persist:  # the outputs stay on the workers (a job that writes them out from there)
                 job = job.persist()
                 distributed.wait(job)
-                results = job.map_partitions(lambda items: [len(items)]).compute()
             else:
                 results = job.compute()
             seconds = time.perf_counter() - start
+        if persist:  # (counted after the clock stops: not part of the job)
+            results = job.map_partitions(lambda items: [len(items)]).compute()
     assert (sum(results) if persist else len(results)) == partitions * size
     computing = sum(s["stop"] - s["start"] for task in stream.data for s in task["startstops"]
                     if s["action"] == "compute")
@@ -125,7 +127,9 @@ def main() -> None:
         dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None})
 
     model = gru_model(args.hidden)
-    session = rnnloop.load(model, backend="numba", strict=True)  # compiles into the kernel cache, once
+    # One thread, as each worker runs its Session (rnnloop.dask loads them with threads=1): the
+    # default, every core, would split the local run's batches over both cores.
+    session = rnnloop.load(model, backend="numba", strict=True, threads=1)  # compiles into the cache, once
     options = dict(outputs=[args.outputs], single=True, input="x", batch_axes={"x": 1},
                    output_axes={args.outputs: 2 if args.outputs == "y" else 1}, batch_size=BATCH_SIZE)
     size = args.partition_size or PARTITION_SIZE
@@ -135,12 +139,14 @@ def main() -> None:
     tasks = max(2, round(seconds / per_task))
     print(f"job: {tasks * size} sequences of {LENGTHS} steps, GRU {FEATURES} -> {args.hidden}, output "
           f"{args.outputs}; {tasks} tasks of {size} items ({BATCH_SIZE} a model call)")
-    local = run_local(session, tasks, size, options)
-    print(f"local (one process, no Dask):   {local:8.2f} s")
+    before = run_local(session, tasks, size, options)
     one, computing = run_cluster(model, tasks, size, 1, args.outputs, args.persist)
     print(f"1 worker process:               {one:8.2f} s  (tasks computing {computing:.2f} s)")
     two, _ = run_cluster(model, tasks, size, 2, args.outputs, args.persist)
     print(f"2 worker processes:             {two:8.2f} s")
+    after = run_local(session, tasks, size, options)
+    local = (before + after) / 2  # (before and after the cluster runs: the machine's speed drifts)
+    print(f"local (one process, no Dask):   {local:8.2f} s  ({before:.2f} s before, {after:.2f} s after)")
     print(f"throughput, 2 workers / 1:      {one / two:8.2f}x  (target >= 1.7)")
     overhead = one - local
     print(f"overhead per task (1 worker):   {1000 * overhead / tasks:8.1f} ms of {1000 * one / tasks:.1f} ms a task = "
