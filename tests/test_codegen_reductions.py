@@ -326,3 +326,39 @@ def test_matmul_of_batches_vectors_and_strided_operands_matches_the_interpreter(
     text = loop_model(dtype, MATMULS, setup=MATMUL_SETUP).replace("[A, B, C]", "[B, M, K]")
     # M == K keeps every operand's shape valid whichever of the two a product contracts.
     assert_fused_matches_interpreter(parse(text, opset=18), feeds_for(dtype, (2, 3, 3), kind), dtype)
+
+
+ATTENTION = """
+attend (float[2, 5, 3] keys, float[2, 3, 1] query, float[n] x, int64[3] shape)
+        => (float[2, 5, 1] p, float[2, 5, 1] lp, float[2, 5, m] q) {
+    scores = MatMul(keys, query)
+    p = Softmax <axis = 1> (scores)
+    lp = LogSoftmax <axis = -2> (scores)
+    r = Reshape(x, shape)
+    q = Softmax <axis = 1> (r)
+}
+"""
+
+
+def test_softmax_before_axes_declared_of_size_one_walks_without_them_and_falls_back_if_they_are_not():
+    # Attention's scores [N, T, 1] along T run as [N, T] along the last axis (lanes that vectorise);
+    # a value the model declares [2, 5, 1] that is [2, 5, 2] runs in the interpreter, with a warning.
+    model = parse(ATTENTION)
+    model.graph.value_info.append(onnx.helper.make_tensor_value_info("r", onnx.TensorProto.FLOAT, [2, 5, 1]))
+    rng = np.random.default_rng(0)
+    keys = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    keys[1, 2, :] = np.inf  # a lane with an infinite score: NaN, as the interpreter gives
+    keys[0, 3, 1] = np.nan
+    feeds = {"keys": keys, "query": np.abs(rng.standard_normal((2, 3, 1))).astype(np.float32),
+             "x": rng.standard_normal(10).astype(np.float32), "shape": np.array([2, 5, 1])}
+    fused = rnnloop.load(model, backend="numba", strict=True)
+    interp = rnnloop.load(model, backend="interp")
+    sources = "\n".join(source for _, source in fused.kernel_sources())
+    assert sources.count("Softmax of rank 2 along axis 1") == 2 and "LogSoftmax of rank 2 along axis 1" in sources
+    for a, e in zip(fused.run(None, feeds), interp.run(None, feeds)):
+        np.testing.assert_allclose(a, e, **TOLERANCE["float32"])
+    feeds.update(x=np.tile(feeds["x"], 2), shape=np.array([2, 5, 2]))
+    with pytest.warns(rnnloop.FallbackWarning, match="axis 2 has 2 entries where the model declares 1"):
+        actual = fused.run(None, feeds)
+    for a, e in zip(actual, interp.run(None, feeds)):
+        np.testing.assert_allclose(a, e, **TOLERANCE["float32"])

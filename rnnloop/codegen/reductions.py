@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Op
-from .emitter import Emitter, NoRule, Var, dtype_name, literal
+from ..ir import Op, TensorType
+from .emitter import Emitter, NoRule, Var, dtype_name, literal, shape_tuple
 from .kernel import HELPER, MAX_RANK, LoopGen, emits, matmul_call
 
 COMPILED = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
@@ -417,16 +417,34 @@ def emit_softmax(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     axis = _axis(op.attrs.get("axis", -1), x.rank)
     dtype, rank = g.out_type(op.outputs[0], x.rank, x.dtype)
     out = g.buffer(op.outputs[0], dtype, [x.dim(d) for d in range(rank)])
-    args, pairwise = [out], None
-    if axis < rank - 1:
+    x_in, out_in, walked = x.expr, out, rank
+    if _trailing_ones(g, op, x, axis):  # attention's scores [N, T, 1] along T: walked as [N, T]
+        lead = shape_tuple([x.dim(d) for d in range(axis + 1)])
+        x_in, out_in, walked = f"np.ascontiguousarray({x.expr}).reshape({lead})", f"{out}.reshape({lead})", axis + 1
+    args, pairwise = [out_in], None
+    if axis < walked - 1:
         lane = _reduced_dims(x, [axis], True)
         args += [g.buffer(f"{op.outputs[0]}_max", dtype, lane), g.buffer(f"{op.outputs[0]}_sum", dtype, lane)]
     else:  # lanes along the last axis are summed pairwise, as NumPy does
         pairwise, stack = _pairwise(g, dtype, "sum", op.outputs[0])
         args += stack
-    function = g.module.helper(_softmax_function(op.op_type, dtype, rank, axis, pairwise))
-    g.body(f"{function}({', '.join(args[:1] + [x.expr] + args[1:])})")
+    function = g.module.helper(_softmax_function(op.op_type, dtype, walked, axis, pairwise))
+    g.body(f"{function}({', '.join(args[:1] + [x_in] + args[1:])})")
     return [Var(out, dtype, rank, "buffer")]
+
+
+def _trailing_ones(g: LoopGen, op: Op, x: Var, axis: int) -> bool:
+    """Whether the model declares every axis after `axis` of size 1, so the op can walk x without
+    them: along the last axis, in lanes that vectorise, rather than with per-lane scratch arrays.
+    An input that has another size there runs in the interpreter."""
+    t = g.graph.type_of(op.inputs[0])
+    shape = t.shape if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == x.rank else None
+    if shape is None or axis == x.rank - 1 or any(d != 1 for d in shape[axis + 1:]):
+        return False
+    for d in range(axis + 1, x.rank):
+        g.fail_if(f"{x.dim(d)} != 1", op, f"axis {d} has {{a}} entries where the model declares 1", a=x.dim(d),
+                  fallback=True)
+    return True
 
 
 def _softmax_function(op_type: str, dtype: np.dtype, rank: int, axis: int, pairwise: str | None) -> str:
