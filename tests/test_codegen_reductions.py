@@ -9,6 +9,8 @@ specification. A kernel costs seconds to compile, so each group is one kernel fe
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -354,7 +356,8 @@ def test_softmax_before_axes_declared_of_size_one_walks_without_them_and_falls_b
     fused = rnnloop.load(model, backend="numba", strict=True)
     interp = rnnloop.load(model, backend="interp")
     sources = "\n".join(source for _, source in fused.kernel_sources())
-    assert sources.count("Softmax of rank 2 along axis 1") == 2 and "LogSoftmax of rank 2 along axis 1" in sources
+    assert re.search(r"(?<!Log)Softmax of rank 2 along axis 1", sources)
+    assert "LogSoftmax of rank 2 along axis 1" in sources and "oftmax of rank 3" not in sources
     for a, e in zip(fused.run(None, feeds), interp.run(None, feeds)):
         np.testing.assert_allclose(a, e, **TOLERANCE["float32"])
     feeds.update(x=np.tile(feeds["x"], 2), shape=np.array([2, 5, 2]))
