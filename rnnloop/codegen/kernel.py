@@ -309,6 +309,12 @@ class LoopGen:
             raise NoRule(f"the type of '{name}' is not a tensor of known dtype and rank ({t})")
         return t
 
+    def declared_shape(self, name: str, rank: int) -> tuple | None:
+        """The sizes the model declares for `name` (ints, or None/names for unknown ones) when it
+        declares a shape of `rank` axes, else None."""
+        t = self.graph.type_of(name)
+        return tuple(t.shape) if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == rank else None
+
     def out_type(self, name: str, rank: int, dtype: np.dtype | None = None) -> tuple[np.dtype, int]:
         """The dtype and rank of an op output: the rule computes the rank, the model gives the dtype.
 

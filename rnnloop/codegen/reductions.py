@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Op, TensorType
+from ..ir import Op
 from .emitter import Emitter, NoRule, Var, dtype_name, literal, shape_tuple
 from .kernel import HELPER, MAX_RANK, LoopGen, emits, matmul_call
 
@@ -437,8 +437,7 @@ def _trailing_ones(g: LoopGen, op: Op, x: Var, axis: int) -> bool:
     """Whether the model declares every axis after `axis` of size 1, so the op can walk x without
     them: along the last axis, in lanes that vectorise, rather than with per-lane scratch arrays.
     An input that has another size there runs in the interpreter."""
-    t = g.graph.type_of(op.inputs[0])
-    shape = t.shape if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == x.rank else None
+    shape = g.declared_shape(op.inputs[0], x.rank)
     if shape is None or axis == x.rank - 1 or any(d != 1 for d in shape[axis + 1:]):
         return False
     for d in range(axis + 1, x.rank):

@@ -6,7 +6,7 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from ..ir import Op, TensorType
+from ..ir import Op
 from . import fusion
 from .emitter import NoRule, Var, copy_nest, dtype_name, int_argument, permuted, shape_tuple
 from .kernel import LoopGen, emits, matmul_call
@@ -186,9 +186,7 @@ def emit_squeeze(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     x = ins[0]
     axes = _axes_input(g, op, ins)
     if axes is None:  # every axis of size 1: those the model says are, checked that no other is
-        t = g.graph.type_of(op.inputs[0])
-        shape = t.shape if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == x.rank \
-            else (None,) * x.rank
+        shape = g.declared_shape(op.inputs[0], x.rank) or (None,) * x.rank
         axes = [a for a, d in enumerate(shape) if d == 1]
         others = [x.dim(a) for a, d in enumerate(shape) if not isinstance(d, int)]
         if others:
