@@ -187,7 +187,8 @@ def test_products_without_avx512():
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider", __file__,
                           "-k", "packed_products or panels_are_made_once"], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "3 passed" in run.stdout, run.stdout[-3000:]
+    # float32's packed products and the panels test: float64's case is slow, which this run leaves out
+    assert "2 passed" in run.stdout and "skipped" not in run.stdout, run.stdout[-3000:]
 
 
 _PRODUCT_PROCESS = """
