@@ -1,9 +1,14 @@
 """rnnloop's workarounds of Numba's costs (rnnloop/codegen/numba_fixes.py): code that calls another
-jitted function caches at -O0, and inlining copies a callee's scope once per copy, not per block."""
+jitted function caches at -O0, inlining copies a callee's scope once per copy, not per block, and
+loading cached code does not load every implementation Numba has."""
 
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 from numba import njit
@@ -70,3 +75,40 @@ def test_functions_inlined_at_two_call_sites_compute_what_python_does():
 
     x = np.array([1.0, -2.0, 3.0, -4.0, 5.0])
     assert twice(x, 5) == _branchy(x, 5) + _branchy(x[::-1], 4)
+
+
+_WARM_PROCESS = """
+import json, sys
+import numpy as np
+import rnnloop
+from rnnloop import models
+model, feeds = models.MODELS["elementwise_chain"](ops=3)
+got = rnnloop.load(model, strict=True).run(None, feeds)[0]
+loaded_everything = "numba.np.linalg" in sys.modules
+# A cache miss afterwards compiles with every implementation Numba has (a new kernel: chain of 4).
+model, feeds = models.MODELS["elementwise_chain"](ops=4)
+after = rnnloop.load(model, strict=True).run(None, feeds)[0]
+print(json.dumps({"got": got.tolist(), "loaded_everything": loaded_everything, "after": after.tolist()}))
+"""
+
+
+def test_a_kernel_loads_from_the_cache_without_numbas_implementations_and_a_later_compile_has_them(tmp_path):
+    """Loading cached machine code skips the import of Numba's implementations (0.3 s of a warm
+    load), and a compile later in that process still finds them."""
+    env = dict(os.environ, RNNLOOP_CACHE_DIR=str(tmp_path))
+    env.pop("RNNLOOP_NUMBA_FIXES", None)
+
+    def process() -> dict:
+        done = subprocess.run([sys.executable, "-c", _WARM_PROCESS], env=env, capture_output=True, text=True,
+                              check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold, warm = process(), process()
+    assert cold["loaded_everything"]  # (it compiled)
+    assert not warm["loaded_everything"]
+    assert warm["got"] == cold["got"] and warm["after"] == cold["after"]
+    import rnnloop
+    from rnnloop import models
+    model, feeds = models.MODELS["elementwise_chain"](ops=4)
+    np.testing.assert_allclose(warm["after"], rnnloop.load(model, backend="interp").run(None, feeds)[0], rtol=1e-6)
