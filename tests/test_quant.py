@@ -165,9 +165,44 @@ def test_seven_bit_weights_by_uint8_are_packed_by_quads_of_rows_and_stay_exact()
         assert quant_rt.matmul_integer(signed, b, np.int32(0), np.zeros(1, np.int32), out, packed, colsum) == 0
         np.testing.assert_array_equal(out, signed.astype(np.int64) @ b.astype(np.int64))
     wide = np.array([[65, -3]], np.int8)
-    assert quant_rt.pack(wide, unsigned_a=True)[0].shape[3] == 2  # a weight past 64 could saturate
+    # a weight past 64 could saturate vpmaddubsw's pair sums; VNNI's vpdpbusd has none
+    assert quant_rt.pack(wide, unsigned_a=True)[0].shape[3] == (4 if quant_rt.HAVE_VNNI else 2)
     assert quant_rt.pack(np.array([[5]], np.int8))[0].shape[3] == 2  # a signed (or unknown) a
     assert quant_rt.pack(np.array([[5]], np.uint8), unsigned_a=True)[0].shape[3] == 2  # uint8 weights
+
+
+def test_with_vnni_any_int8_weights_by_uint8_take_quads_and_stay_exact():
+    """vpdpbusd adds a lane's four products in 32 bits: 255 * -128 * 4 at every step of k, exactly."""
+    if not quant_rt.HAVE_VNNI:
+        pytest.skip("this CPU has no VNNI (test_quant_products_without_vnni covers the other paths)")
+    rng = np.random.default_rng(2)
+    for m, k, n in [(1, 256, 1024), (3, 17, 13), (2, 1030, 9)]:
+        a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+        b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+        a[0, :], b[:, 0], b[:, -1] = 255, -128, 127
+        packed, colsum = quant_rt.pack(b, unsigned_a=True)
+        assert packed.shape == (-(-n // 8), -(-k // 4), 8, 4)
+        for za, zb in ((np.int32(0), np.zeros(1, np.int32)), (np.int32(131), rng.integers(-128, 128, n).astype(np.int32))):
+            out = np.empty((m, n), np.int32)
+            assert quant_rt.matmul_integer(a, b, za, zb, out, packed, colsum) == 0
+            np.testing.assert_array_equal(out, (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb))
+
+
+def test_quant_products_without_vnni():
+    """The integer product tests again in a process whose Numba target lacks VNNI (vpmaddubsw, vpmaddwd)."""
+    import os
+    import subprocess
+    import sys
+    from numba.core.codegen import get_host_cpu_features
+    if not quant_rt.HAVE_VNNI:
+        pytest.skip("this CPU has no VNNI: the tests above already ran without it")
+    features = get_host_cpu_features().replace("+avx512vnni", "-avx512vnni").replace("+avxvnni", "-avxvnni")
+    env = dict(os.environ, NUMBA_CPU_FEATURES=features)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider", __file__,
+                          "-k", "packed_integer_product or seven_bit_weights or vnni_any"], env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "2 passed, 1 skipped" in run.stdout, run.stdout[-3000:]  # (the VNNI test skips there)
 
 
 def test_uint8_by_int8_products_are_exact_where_onnxruntime_avx2_saturates(backend):
