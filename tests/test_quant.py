@@ -10,6 +10,9 @@ so the whole-model comparisons use it.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -182,7 +185,8 @@ def test_with_vnni_any_int8_weights_by_uint8_take_quads_and_stay_exact():
         a[0, :], b[:, 0], b[:, -1] = 255, -128, 127
         packed, colsum = quant_rt.pack(b, unsigned_a=True)
         assert packed.shape == (-(-n // 8), -(-k // 4), 8, 4)
-        for za, zb in ((np.int32(0), np.zeros(1, np.int32)), (np.int32(131), rng.integers(-128, 128, n).astype(np.int32))):
+        per_column = rng.integers(-128, 128, n).astype(np.int32)
+        for za, zb in ((np.int32(0), np.zeros(1, np.int32)), (np.int32(131), per_column)):
             out = np.empty((m, n), np.int32)
             assert quant_rt.matmul_integer(a, b, za, zb, out, packed, colsum) == 0
             np.testing.assert_array_equal(out, (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb))
@@ -190,9 +194,6 @@ def test_with_vnni_any_int8_weights_by_uint8_take_quads_and_stay_exact():
 
 def test_quant_products_without_vnni():
     """The integer product tests again in a process whose Numba target lacks VNNI (vpmaddubsw, vpmaddwd)."""
-    import os
-    import subprocess
-    import sys
     from numba.core.codegen import get_host_cpu_features
     if not quant_rt.HAVE_VNNI:
         pytest.skip("this CPU has no VNNI: the tests above already ran without it")

@@ -1,6 +1,6 @@
 """Three costs of Numba 0.68 that rnnloop works around, installed once per process before a kernel loads
 (cache.install_runtime_locator). Each is a small change to Numba's internals, guarded: a Numba
-without them keeps its own behaviour, and neither changes what the compiled code computes.
+without them keeps its own behaviour, and none changes what the compiled code computes.
 
 - **-O0 caches nothing that calls another jitted function.** Lowering the callee's dispatcher as a
   constant loads a ``numba.dynamic.globals`` pointer that nothing uses; -O0 keeps that dead load,

@@ -42,9 +42,10 @@ def _features() -> list[str]:
     return features.split(",")
 
 
-HAVE_AVX2 = "+avx2" in _features()
+_FEATURES = set(_features())
+HAVE_AVX2 = "+avx2" in _FEATURES
 # vpdpbusd on 32-byte vectors: AVX512-VNNI's needs AVX512-VL; AVX-VNNI's is the same instruction, VEX-coded.
-HAVE_VNNI = HAVE_AVX2 and ({"+avx512vnni", "+avx512vl"} <= set(_features()) or "+avxvnni" in _features())
+HAVE_VNNI = HAVE_AVX2 and ({"+avx512vnni", "+avx512vl"} <= _FEATURES or "+avxvnni" in _FEATURES)
 LANES = 8  # int32 lanes of a 32-byte vector: the columns of a panel
 GROUP = 4  # panels per pass
 
