@@ -127,6 +127,26 @@ def test_dynamic_quantisation_of_zeros_has_scale_one_as_onnxruntime(backend):
     assert ours[1] == 1.0
 
 
+def test_compiled_dynamic_quantisation_matches_the_interpreter_at_every_length_and_refuses_nan_and_infinity():
+    """quant_rt.dynamic_quantize finds the range sixteen at a time, then the rest: every length up
+    to 40, ranges all below or above zero, and a NaN or an infinity at any position."""
+    from rnnloop.interp.quant_ops import run_dynamicquantizelinear
+    rng = np.random.default_rng(5)
+    for n in range(1, 41):
+        for shift in (0.0, 3.0, -3.0):
+            x = (rng.standard_normal(n) + shift).astype(np.float32)
+            y = np.empty(n, np.uint8)
+            scale, zero, status = quant_rt.dynamic_quantize(x, y)
+            expected, expected_scale, expected_zero = run_dynamicquantizelinear(x)
+            assert status == 0 and scale == expected_scale and zero == expected_zero
+            np.testing.assert_array_equal(y, expected)
+        for bad in (np.nan, np.inf, -np.inf):
+            for k in range(n):
+                x = rng.standard_normal(n).astype(np.float32)
+                x[k] = bad
+                assert quant_rt.dynamic_quantize(x, np.empty(n, np.uint8))[2] == 1, (n, k, bad)
+
+
 def test_packed_integer_product_is_exact_for_every_shape_and_type():
     rng = np.random.default_rng(0)
     for m, k, n, a_type, b_type in [(1, 256, 1024, np.uint8, np.int8), (3, 17, 13, np.int8, np.int8),

@@ -78,6 +78,19 @@ def max8(typingctx, u, v):
 
 
 @intrinsic
+def min8(typingctx, u, v):
+    """np.minimum(u, v) lane by lane, as mathfn.minimum: u where u < v or u is NaN, else v."""
+    if not isinstance(u, Lanes) or u != v:
+        return None
+
+    def codegen(context, builder, sig, args):
+        a, b = args
+        take = builder.or_(builder.fcmp_ordered("<", a, b), builder.fcmp_unordered("uno", a, a))
+        return builder.select(take, a, b)
+    return u(u, v), codegen
+
+
+@intrinsic
 def lane(typingctx, v, k):
     """Lane k of v."""
     if not isinstance(v, Lanes) or not isinstance(k, types.Integer):
