@@ -171,7 +171,7 @@ def test_seven_bit_weights_by_uint8_are_packed_by_quads_of_rows_and_stay_exact()
     """reduce_range weights ([-64, 64]) times uint8 take vpmaddubsw, whose 16-bit pair sums cannot
     saturate there (255 * 64 * 2 = 32640); any other weights or a signed a keep the pairs."""
     rng = np.random.default_rng(1)
-    for m, k, n in [(1, 256, 1024), (2, 5, 9), (3, 17, 13), (7, 130, 70), (4, 1, 1)]:
+    for m, k, n in [(1, 256, 1024), (2, 5, 9), (3, 17, 13), (7, 130, 70), (4, 1, 1), (9, 128, 40)]:
         a = rng.integers(0, 256, (m, k)).astype(np.uint8)
         b = rng.integers(-64, 65, (k, n)).astype(np.int8)
         a[0, :] = 255
@@ -199,7 +199,8 @@ def test_with_vnni_any_int8_weights_by_uint8_take_quads_and_stay_exact():
     if not quant_rt.HAVE_VNNI:
         pytest.skip("this CPU has no VNNI (test_quant_products_without_vnni covers the other paths)")
     rng = np.random.default_rng(2)
-    for m, k, n in [(1, 256, 1024), (3, 17, 13), (2, 1030, 9)]:
+    # (9 and 6 rows of a length that is a multiple of four: four rows at a time where AVX-512 has room)
+    for m, k, n in [(1, 256, 1024), (3, 17, 13), (2, 1030, 9), (9, 128, 40), (6, 64, 64)]:
         a = rng.integers(0, 256, (m, k)).astype(np.uint8)
         b = rng.integers(-128, 128, (k, n)).astype(np.int8)
         a[0, :], b[:, 0], b[:, -1] = 255, -128, 127
