@@ -10,7 +10,8 @@ exact: onnxruntime's AVX2 kernel without VNNI multiplies bytes (`vpmaddubsw`) an
 pair sum of uint8 x int8 to 16 bits, which changes results where activations and weights are both
 near the ends of their ranges (see tests/test_quant.py). The zero points come in afterwards:
 sum (a - za)(b - zb) = sum ab - za colsum(b) - zb rowsum(a) + K za zb, with colsum(b) packed too.
-Rows are done two at a time over four panels (32 columns: 8 accumulators in registers).
+Rows are done two at a time over four panels (32 columns: 8 accumulators in registers), or
+with AVX-512's 32 registers four at a time (16 accumulators) where a row is its own quads.
 
 Weights within [-64, 64] (onnxruntime's quantiser with reduce_range=True writes 7-bit weights) times
 uint8 activations cannot saturate 16 bits (255 * 64 * 2 = 32640), so for them pack(b, unsigned_a=True)
