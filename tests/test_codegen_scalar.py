@@ -610,3 +610,25 @@ def test_maxima_and_sums_over_eight_lanes_are_numpys_bit_for_bit(dtype):
         y = x[:40].copy()
         y[where] = np.nan
         assert np.isnan(_max_of(y, 0, 40)) and np.isnan(_sum_run(y, 0, 40))
+
+
+def test_long_maxima_take_any_order_only_where_the_order_cannot_show():
+    """max_of over 32 or more runs four vectors in any order, and its eight running maxima (the
+    order a strided array always takes) where the largest is a zero, whose sign the order picks, or
+    NaN: np.max's value, and the sign bit of the eight maxima's order."""
+    rng = np.random.default_rng(6)
+    for n in (32, 33, 100, 400):
+        for lo in (0, 3):
+            x = -np.abs(rng.standard_normal(n + lo)).astype(np.float32)
+            zeros = rng.choice(np.arange(lo, n + lo), 4, replace=False)
+            x[zeros] = [-0.0, 0.0, 0.0, -0.0]  # the largest is a zero: which one depends on the order
+            for row in (x, np.abs(x), -np.abs(x) - 1):
+                spaced = np.zeros(2 * row.size, row.dtype)
+                spaced[::2] = row
+                ordered = _max_of(spaced[::2], lo, n)
+                actual = _max_of(row, lo, n)
+                assert actual == np.max(row[lo:lo + n]) and np.signbit(actual) == np.signbit(ordered), (n, lo)
+            for where in (lo, lo + 17, lo + n - 1):  # NaN in the vectors and in the tail
+                y = x.copy()
+                y[where] = np.nan
+                assert np.isnan(_max_of(y, lo, n))

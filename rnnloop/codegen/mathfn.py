@@ -261,11 +261,18 @@ def max_of(a, lo, n):
     maxima, as NumPy's SIMD loop keeps: one running maximum is a chain of a compare and a select
     per element. A LogSoftmax over 12 rows of 2000 took 53 µs with one, 46 with eight scalars and
     35 with eight lanes of one vector (lanes.py), which a contiguous float32 or float64 a gets.
-    Which of -0.0 and +0.0 wins a tie depends on the order, as in NumPy."""
+    Which of -0.0 and +0.0 wins a tie depends on the order (the NumPy 2.4 of this project's machine
+    can pick the other one); from 32 elements on, four vectors find the largest in any order first,
+    and only a zero or NaN takes the eight maxima (12 rows of 2000: 2.2 against 5.1 µs)."""
     if n < 16:
         m = a[lo]
         for i in range(lo + 1, lo + n):
             m = maximum(m, a[i])
+        return m
+    # Any order gives the same largest value unless it is a zero (-0.0 or +0.0 by the order) or NaN
+    # (which NaN): then the order counts. Four running vectors first; NumPy's order only for those.
+    m = _max_any_order(a, lo, n)
+    if m == m and m != 0:
         return m
     end = lo + n - n % 8
     m0, m1, m2, m3, m4, m5, m6, m7 = _eight(a, lo, end, True)
@@ -291,6 +298,35 @@ def sum_run(a, lo, n):
     for i in range(end, lo + n):
         r += a[i]
     return r
+
+
+def _max_any_order(a, lo, n):
+    """The largest of a[lo:lo + n] in four running vectors (n >= 32, a contiguous float32 or float64),
+    else 0 (for max_of: "take NumPy's order"). Eight running maxima in one vector wait on each other's
+    compare and select: 12 rows of 2000 (a decoder's LogSoftmax) took 5.1 against 2.2 µs."""
+
+
+@overload(_max_any_order, jit_options={"cache": True})
+def _max_any_order_typed(a, lo, n):
+    if a.dtype not in (types.float32, types.float64):
+        return lambda a, lo, n: a.dtype.type(0)
+
+    def vectors(a, lo, n):
+        if n < 32 or not (contiguous(a) and 0 <= lo and lo + n <= a.shape[0]):
+            return a.dtype.type(0)
+        v0, v1, v2, v3 = load8(a, lo), load8(a, lo + 8), load8(a, lo + 16), load8(a, lo + 24)
+        end = lo + n - n % 32
+        for b in range(lo + 32, end, 32):
+            v0, v1 = max8(v0, load8(a, b)), max8(v1, load8(a, b + 8))
+            v2, v3 = max8(v2, load8(a, b + 16)), max8(v3, load8(a, b + 24))
+        v = max8(max8(v0, v1), max8(v2, v3))
+        m = lane(v, 0)
+        for t in range(1, 8):
+            m = maximum(m, lane(v, t))
+        for i in range(end, lo + n):
+            m = maximum(m, a[i])
+        return m
+    return vectors
 
 
 def _eight(a, lo, end, maxima):
