@@ -319,10 +319,11 @@ def _packed_row(p0, flat, panels, pairs, raw, step):
 
 @njit(cache=True, nogil=True)
 def _packed_product(a, za, zb, out, packed, colsum, quads):
-    """matmul_integer by b's panels, two rows of a at a time. The panels' sums go straight into out's
-    rows when the panels have out's columns (else through a scratch pair of rows), and a uint8 row whose
-    length is a multiple of four is its own quads (a view): at 1 x 256 x 1024 (an LSTM step at batch 1)
-    the allocations, the units' loop and the zero points' pass had cost 0.65 µs around 2.3 of products."""
+    """matmul_integer by b's panels, two rows of a at a time (four by _packed_rows4 where it serves).
+    The panels' sums go straight into out's rows when the panels have out's columns (else through a
+    scratch pair of rows), and a uint8 row whose length is a multiple of four is its own quads (a
+    view): at 1 x 256 x 1024 (an LSTM step at batch 1) the allocations, the units' loop and the zero
+    points' pass had cost 0.65 µs around 2.3 of products."""
     m_rows, k = a.shape
     n = out.shape[1]
     units = packed.shape[1]
@@ -427,7 +428,8 @@ def matmul_integer(a, b, za, zb, out, packed, colsum):
 def _range(x):
     """(min(x, 0), max(x, 0)) of a 1-D float32 x; NaN in both if x holds a NaN. Sixteen at a time in
     four running vectors where x is contiguous: a scalar loop's compare-and-branch did not vectorise
-    (an LSTM's 256 states took 0.2 µs, 25,600 inputs 17 µs)."""
+    (an LSTM's 256 states took 0.2 µs, 25,600 inputs 17 µs; with the quantising pass, 0.10 and 6.3 µs
+    against 0.21 and 19.6)."""
     lo = np.float32(0.0)
     hi = np.float32(0.0)
     n = x.shape[0]
