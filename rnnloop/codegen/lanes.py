@@ -64,30 +64,24 @@ def add8(typingctx, u, v):
     return u(u, v), lambda context, builder, sig, args: builder.fadd(*args)
 
 
-@intrinsic
-def max8(typingctx, u, v):
-    """np.maximum(u, v) lane by lane, as mathfn.maximum: u where u > v or u is NaN, else v."""
-    if not isinstance(u, Lanes) or u != v:
-        return None
+def _extreme8(name: str, wins: str):
+    """The intrinsic `name`(u, v): lane by lane u where u `wins` (">" or "<") over v or u is NaN, else v,
+    as mathfn.maximum and mathfn.minimum."""
+    def typer(typingctx, u, v):
+        if not isinstance(u, Lanes) or u != v:
+            return None
 
-    def codegen(context, builder, sig, args):
-        a, b = args
-        take = builder.or_(builder.fcmp_ordered(">", a, b), builder.fcmp_unordered("uno", a, a))
-        return builder.select(take, a, b)
-    return u(u, v), codegen
+        def codegen(context, builder, sig, args):
+            a, b = args
+            take = builder.or_(builder.fcmp_ordered(wins, a, b), builder.fcmp_unordered("uno", a, a))
+            return builder.select(take, a, b)
+        return u(u, v), codegen
+    typer.__name__ = typer.__qualname__ = name
+    return intrinsic(typer)
 
 
-@intrinsic
-def min8(typingctx, u, v):
-    """np.minimum(u, v) lane by lane, as mathfn.minimum: u where u < v or u is NaN, else v."""
-    if not isinstance(u, Lanes) or u != v:
-        return None
-
-    def codegen(context, builder, sig, args):
-        a, b = args
-        take = builder.or_(builder.fcmp_ordered("<", a, b), builder.fcmp_unordered("uno", a, a))
-        return builder.select(take, a, b)
-    return u(u, v), codegen
+max8 = _extreme8("max8", ">")  # np.maximum(u, v) lane by lane
+min8 = _extreme8("min8", "<")  # np.minimum(u, v) lane by lane
 
 
 @intrinsic
