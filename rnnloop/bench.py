@@ -41,6 +41,11 @@ OPENVINO_CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1
 AGREE_RTOL, AGREE_ATOL = 1e-3, 1e-4
 # An optional engine (the interpreter, unless asked for) whose first run takes longer is timed once only.
 CHEAP_SECONDS = 0.5
+# On several threads, a pause before each engine's sample: onnxruntime's workers spin for about
+# 0.1 s after a run (pinned to their cores), and the engine timed next would share its cores with
+# them; measured on the 2-core machine, an rnnloop call split over both cores took 30-33 ms within
+# that time against 18 ms after it.
+SETTLE_SECONDS = 0.25
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -302,7 +307,8 @@ def rnnloop_engine(label: str, model: Any, feeds: dict, backend: str, optional: 
 def measure(engines: list[Engine], repeat: int, warmup: int = 1, reference: str | None = None,
             threads: int = 1) -> list[Result]:
     """Median seconds per run of every engine over `repeat` interleaved rounds after `warmup` untimed rounds,
-    with the BLAS pools held to `threads` threads (0: as each engine sets them).
+    with the BLAS pools held to `threads` threads (0: as each engine sets them); on several threads,
+    each sample starts after the engine before it has settled (SETTLE_SECONDS).
 
     The first run of each engine (not timed with the rest) gives the outputs compared with the `reference`
     engine's (by label; the first engine that ran when it did not).
@@ -339,6 +345,8 @@ def measure(engines: list[Engine], repeat: int, warmup: int = 1, reference: str 
         for round_ in range(warmup + repeat):
             for run, batch, samples in zip(runs, batches, times):
                 if run is not None:
+                    if threads != 1:
+                        time.sleep(SETTLE_SECONDS)
                     start = time.perf_counter()
                     for _ in range(batch):
                         run()

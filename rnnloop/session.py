@@ -27,6 +27,7 @@ from .ir import (
     format_graph,
     iter_ops,
 )
+from .memory import keep_large_blocks
 from .partition import compile_regions
 from .passes import (cancel_unsqueezes, eliminate_dead_code, fold_batchnorm, fold_constants, fold_embedding_products,
                      forward_identities)
@@ -79,6 +80,7 @@ class Session:
         for g in _graphs(graph):  # (ONNX's raw data arrives read-only; a kernel takes writable arrays)
             g.constants = {n: _writable(c) for n, c in g.constants.items()}
         self.backend, self.strict = backend, strict
+        keep_large_blocks()  # the large arrays a call frees, kept for the next call (memory.py)
         # The program: the graph with its compiled regions in place of their ops.
         self.partition = compile_regions(graph) if backend == "numba" else None
         self.program = program = self.partition.graph if self.partition else graph

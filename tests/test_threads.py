@@ -4,6 +4,7 @@ call gives the unsplit call's results; the thread setting; fork; one Session in 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 
 import numpy as np
@@ -218,3 +219,35 @@ def test_a_call_that_is_not_split_shares_its_products_with_a_worker_and_gives_th
             np.testing.assert_array_equal(g, w)
     assert workers.block[pool.SHARED] > shared
     assert one.run(None, feeds)[0].tobytes() == want[0].tobytes()
+
+
+_FAULTS = """
+import resource, sys
+import numpy as np
+import rnnloop
+from rnnloop import models
+model, feeds = models.MODELS["elementwise_chain"](1)
+rnnloop.load(model)
+
+def call():  # a kernel's call: three large arrays freed together at its end
+    arrays = [np.ones(8 << 18, np.float32) for _ in range(4)]
+    del arrays
+
+call(); call()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+    call()
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
+"""
+
+
+@pytest.mark.skipif(not rnnloop.memory.keep_large_blocks(), reason="not glibc, or glibc's malloc set by the user")
+@pytest.mark.parametrize("keep", ["1", "0"])
+def test_a_compiled_session_keeps_large_blocks_so_that_calls_do_not_page_fault(keep):
+    import subprocess
+    import sys
+    env = {**os.environ, "RNNLOOP_KEEP_MALLOC": keep}
+    done = subprocess.run([sys.executable, "-c", _FAULTS], capture_output=True, text=True, env=env, check=True)
+    faults = float(done.stdout.split()[-1])
+    # 32 MiB written a call: up to 8192 pages when each call takes its blocks anew, none when kept.
+    assert (faults < 100) if keep == "1" else (faults > 1000)
