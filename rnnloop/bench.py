@@ -44,8 +44,10 @@ CHEAP_SECONDS = 0.5
 # On several threads, a pause before each engine's sample: onnxruntime's workers spin for about
 # 0.1 s after a run (pinned to their cores), and the engine timed next would share its cores with
 # them; measured on the 2-core machine, an rnnloop call split over both cores took 30-33 ms within
-# that time against 18 ms after it.
+# that time against 18 ms after it. Then one untimed run wakes the engine's own threads (asleep
+# after the pause), and the sample lasts THREADED_SAMPLE_SECONDS.
 SETTLE_SECONDS = 0.25
+THREADED_SAMPLE_SECONDS = 0.05
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -308,7 +310,7 @@ def measure(engines: list[Engine], repeat: int, warmup: int = 1, reference: str 
             threads: int = 1) -> list[Result]:
     """Median seconds per run of every engine over `repeat` interleaved rounds after `warmup` untimed rounds,
     with the BLAS pools held to `threads` threads (0: as each engine sets them); on several threads,
-    each sample starts after the engine before it has settled (SETTLE_SECONDS).
+    each sample starts after the engine before it has settled (SETTLE_SECONDS) and lasts longer.
 
     The first run of each engine (not timed with the rest) gives the outputs compared with the `reference`
     engine's (by label; the first engine that ran when it did not).
@@ -341,12 +343,14 @@ def measure(engines: list[Engine], repeat: int, warmup: int = 1, reference: str 
     with limited_threads(threads):
         # A sample times enough runs to last SAMPLE_SECONDS: one call of a few microseconds is
         # below what a single reading of the clock resolves.
-        batches = [_batch(run) if run is not None else 0 for run in runs]
+        sample = SAMPLE_SECONDS if threads == 1 else THREADED_SAMPLE_SECONDS
+        batches = [_batch(run, sample) if run is not None else 0 for run in runs]
         for round_ in range(warmup + repeat):
             for run, batch, samples in zip(runs, batches, times):
                 if run is not None:
                     if threads != 1:
                         time.sleep(SETTLE_SECONDS)
+                        run()
                     start = time.perf_counter()
                     for _ in range(batch):
                         run()
@@ -361,12 +365,12 @@ def measure(engines: list[Engine], repeat: int, warmup: int = 1, reference: str 
 SAMPLE_SECONDS = 0.002
 
 
-def _batch(run: Run) -> int:
-    """How many runs one sample times: as many as last SAMPLE_SECONDS (at least one)."""
+def _batch(run: Run, seconds: float = SAMPLE_SECONDS) -> int:
+    """How many runs one sample times: as many as last `seconds` (at least one)."""
     start = time.perf_counter()
     run()
     once = time.perf_counter() - start
-    return max(1, min(100_000, int(SAMPLE_SECONDS / max(once, 1e-9))))
+    return max(1, min(100_000, int(seconds / max(once, 1e-9))))
 
 
 # The child that times startup: import rnnloop, then load + first run.

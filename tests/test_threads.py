@@ -206,8 +206,9 @@ def test_a_call_that_is_not_split_shares_its_products_with_a_worker_and_gives_th
     from rnnloop.codegen import pool
 
     model, feeds = models.lstm_loop(batch=1, steps=6, hidden=128, input_size=16)  # (h @ R: 128 x 512)
-    assert rnnloop.load(model, threads=2).options.pool is None  # (opt-in for now)
-    monkeypatch.setenv("RNNLOOP_SHARE_PRODUCTS", "1")
+    monkeypatch.setenv("RNNLOOP_SHARE_PRODUCTS", "0")
+    assert rnnloop.load(model, threads=2).options.pool is None  # (the way to keep the workers out)
+    monkeypatch.delenv("RNNLOOP_SHARE_PRODUCTS")
     one, two = rnnloop.load(model, threads=1), rnnloop.load(model, threads=2)
     workers = two.options.pool
     assert one.options.pool is None and workers is pool.pool(2)

@@ -38,6 +38,8 @@ class Compiled:
         # so one signature, compiled here, serves every call.
         self.constants = [_argument(c) for c in self.kernel.constants]
         self.fallbacks = 0
+        # Only packed products share with the workers (pool.py): another kernel leaves them asleep.
+        self.shares = "_s.matmul_packed_" in self.kernel.source
         function = self._dispatcher = self._compile()
         # The compiled function itself: it unboxes its arguments as the signature says without
         # Numba's dispatch (typing each argument: a microsecond for a few arrays). Arguments must
@@ -92,7 +94,7 @@ class Compiled:
         """call(), for arrays the caller has already made C-contiguous, aligned and writable."""
         status = np.zeros(STATUS_SIZE, np.int64)
         workers = options.pool
-        if workers is not None and not in_part():  # (a part of a split call has one thread)
+        if workers is not None and self.shares and not in_part():  # (a part of a split call has one thread)
             workers.wake()
             status[STATUS_THREADS], status[STATUS_POOL] = options.threads, workers.address
         try:

@@ -20,7 +20,7 @@ A worker spins (with `pause`) for about a millisecond after its last job, then f
 compiled loop returns and the thread blocks on an Event, which the next call of a session that
 uses the pool sets (wake). Fork: a child has the block but no threads; it starts a pool afresh.
 
-Sessions use the pool only with RNNLOOP_SHARE_PRODUCTS=1 for now (session._workers says why).
+Every session of several threads uses the pool, unless RNNLOOP_SHARE_PRODUCTS=0 (session._workers).
 """
 
 from __future__ import annotations
