@@ -4,9 +4,9 @@ A kernel allocates its large arrays every call (a layer's stacked outputs, its h
 products, the model's outputs) and frees them when the call returns. With its default settings,
 glibc's malloc gives such blocks straight back to the system (munmap, or trimming the top of the
 heap), so the next call takes them anew and page-faults on every 4 KiB page it writes: measured on
-the project's 2-core machine, a GRU (16, 128, 256, 200) took 24.1 ms a call against 20.6 ms with
-the blocks kept, and split over 2 threads 15.8 against 11.5 ms; an LSTM of the same size 30.3
-against 26.9 and 18.9 against 14.8. onnxruntime keeps its blocks in an arena of its own.
+the project's 2-core machine, a GRU (16, 128, 256, 200) took 24.1 ms a call against 20.2 ms with
+the blocks kept, and split over 2 threads 14.9 against 11.2 ms; an LSTM of the same size 29.9
+against 26.7 and 18.0 against 14.3. onnxruntime keeps its blocks in an arena of its own.
 
 So the first session of a process raises glibc's thresholds (mallopt): blocks up to MMAP_THRESHOLD
 come from the heap and up to TRIM_THRESHOLD of free memory stays at its top. glibc only, and not

@@ -230,7 +230,7 @@ from rnnloop import models
 model, feeds = models.MODELS["elementwise_chain"](1)
 rnnloop.load(model)
 
-def call():  # a kernel's call: three large arrays freed together at its end
+def call():  # a kernel's call: large arrays freed together at its end
     arrays = [np.ones(8 << 18, np.float32) for _ in range(4)]
     del arrays
 
@@ -244,7 +244,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
 
 @pytest.mark.skipif(not rnnloop.memory.keep_large_blocks(), reason="not glibc, or glibc's malloc set by the user")
 @pytest.mark.parametrize("keep", ["1", "0"])
-def test_a_compiled_session_keeps_large_blocks_so_that_calls_do_not_page_fault(keep):
+def test_a_session_keeps_large_blocks_so_that_calls_do_not_page_fault(keep):
     import subprocess
     import sys
     env = {**os.environ, "RNNLOOP_KEEP_MALLOC": keep}
