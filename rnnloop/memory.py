@@ -12,7 +12,7 @@ So the first session of a process raises glibc's thresholds (mallopt): blocks up
 come from the heap and up to TRIM_THRESHOLD of free memory stays at its top. glibc only, and not
 where the user has set either (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, GLIBC_TUNABLES) or
 set RNNLOOP_KEEP_MALLOC=0: the cost is memory that stays with the process after a peak, up to
-TRIM_THRESHOLD.
+TRIM_THRESHOLD in each of malloc's arenas (the main one, and one per thread that allocates).
 """
 
 from __future__ import annotations

@@ -242,7 +242,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
 """
 
 
-@pytest.mark.skipif(not rnnloop.memory.keep_large_blocks(), reason="not glibc, or glibc's malloc set by the user")
+@pytest.mark.skipif(not rnnloop.memory.keep_large_blocks(), reason="not glibc, glibc's malloc set by the user, or RNNLOOP_KEEP_MALLOC=0")
 @pytest.mark.parametrize("keep", ["1", "0"])
 def test_a_session_keeps_large_blocks_so_that_calls_do_not_page_fault(keep):
     import subprocess
