@@ -199,8 +199,9 @@ def test_with_vnni_any_int8_weights_by_uint8_take_quads_and_stay_exact():
     if not quant_rt.HAVE_VNNI:
         pytest.skip("this CPU has no VNNI (test_quant_products_without_vnni covers the other paths)")
     rng = np.random.default_rng(2)
-    # (9 and 6 rows of a length that is a multiple of four: four rows at a time where AVX-512 has room)
-    for m, k, n in [(1, 256, 1024), (3, 17, 13), (2, 1030, 9), (9, 128, 40), (6, 64, 64)]:
+    # (9 and 6 rows of a length that is a multiple of four: four rows at a time where AVX-512 has room;
+    # one row of such a length: by panels straight into out, eight at a time, then the rest)
+    for m, k, n in [(1, 256, 1024), (1, 20, 40), (3, 17, 13), (2, 1030, 9), (9, 128, 40), (6, 64, 64)]:
         a = rng.integers(0, 256, (m, k)).astype(np.uint8)
         b = rng.integers(-128, 128, (k, n)).astype(np.int8)
         a[0, :], b[:, 0], b[:, -1] = 255, -128, 127

@@ -407,6 +407,12 @@ def matmul_integer(a, b, za, zb, out, packed, colsum):
     rows = 4 if quads else 2
     if (HAVE_AVX2 and n > 0 and packed.shape[0] == (n + LANES - 1) // LANES
             and packed.shape[1] == (k + rows - 1) // rows and packed.shape[3] == rows and colsum.shape[0] == n):
+        if m_rows == 1 and quads and k % 4 == 0 and packed.shape[0] * LANES == n:
+            # (one row, a recurrent step at batch 1: no scratch to allocate, 0.3 µs of 2.9 at 1 x 256 x 1024)
+            _packed_row(a[0].view(np.uint32), packed.reshape(-1), packed.shape[0], packed.shape[1], out,
+                        packed.shape[2] * packed.shape[3])
+            _zero_points(out[0], a[0], za, zb, colsum)
+            return 0
         _packed_product(a, za, zb, out, packed, colsum, quads)
         return 0
     for i in range(m_rows):
