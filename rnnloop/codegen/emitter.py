@@ -50,6 +50,13 @@ class Var:
     kind: str = "view"
     shape: tuple[str, ...] | None = None  # dim expressions, for values with no array to ask
     value: str | None = None  # for a rank-0 array, an expression of its element that does not read it
+    # For a view (a reshape, a squeeze) of an array this call allocated ("buffer" or "fresh"): that
+    # array's expr. A region returns such a view as it is when no other output shares its memory.
+    owner: str | None = None
+
+    def memory(self) -> str | None:
+        """The expr of the array this call allocated that holds this value's elements, if any."""
+        return self.expr if self.kind in ("buffer", "fresh") else self.owner
 
     def item(self) -> str:
         """An expression for the single element of a rank-0 value."""

@@ -576,8 +576,12 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     if cond_next is not None:
         emit(f"cond = {cond_next}")
     emit("t += 1")
+    # Every array it returns is its own, so that a region may return them uncopied: a carried
+    # value is a buffer of the function's after an iteration, and the caller's array before one
+    # (copied then); stacked outputs are always its own.
     outputs = [(f"np.ascontiguousarray({cur}[:{g.sequences[name][1]}][::-1])" if name in g.prepended
-                else f"{cur}[:{g.sequences[name][1]}]") if name in g.sequences else cur for name, cur, _ in carried]
+                else f"{cur}[:{g.sequences[name][1]}]") if name in g.sequences else f"{cur} if t > 0 else np.copy({cur})"
+               for name, cur, _ in carried]
     outputs += [_stack_result(g, stack, spec, k)
                 for k, (stack, spec) in enumerate(zip(stacks, loop.stacked))]
     # Hoisted work runs only when the body would, so that it raises no error the body would not.
@@ -800,7 +804,9 @@ def _stack_result(g: LoopGen, buf: str, spec, k: int) -> str:
     post = g.post
     rank = g.values[g.loop.body_groups()[2][k]].rank
     out = post.fresh(f"out_{buf}")
-    post(f"{out} = {buf}[:t]")
+    # Returned as it is, unless it would hold on to much more memory than it uses (a loop with a
+    # large trip count that a condition stopped early).
+    post(f"{out} = {buf}[:t] if 2 * t >= {buf}.shape[0] else np.copy({buf}[:t])")
     if g.reverse:
         post(f"{out}_r = np.ascontiguousarray({out}[::-1]) if {g.reverse} else {out}")
         out = f"{out}_r"
@@ -1065,5 +1071,5 @@ def _emit_inner_loop(g: LoopGen, op: Loop) -> list[Var]:
         dtype, rank = g.out_type(out, rank, dtype)
         var = g.body.fresh(f"v_{out}")
         g.body(f"{var} = {results}[{k}]")
-        outs.append(Var(var, dtype, rank, "view"))
+        outs.append(Var(var, dtype, rank, "fresh"))  # (its own: see _loop_function's outputs)
     return outs

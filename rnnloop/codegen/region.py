@@ -14,10 +14,6 @@ from .emitter import NoRule, Var, code_text, dtype_name
 from .fused import Compiled
 from .kernel import ENTRY, KernelModule, LoopGen, ModuleGen, drop_unused, emit_ops
 
-# Values a kernel allocated in this call: what it may return as they are.
-_OWNED = ("buffer", "fresh")
-
-
 def generate_region(body: Graph, label: str) -> KernelModule:
     """The kernel module of a region's body. Raises NoRule, with `op` set to the op that cannot be
     compiled when there is one."""
@@ -33,7 +29,9 @@ def generate_region(body: Graph, label: str) -> KernelModule:
     g.define_constants(body, "region")
     g.pre("t = 0")  # (errors report an iteration; straight-line code has none)
     emit_ops(g, body, set(), hoist=False)
-    outputs = [_returned(g, name) for name in body.outputs]
+    outputs, returned = [], set()
+    for name in body.outputs:
+        outputs.append(_returned(g, name, returned))
     results = ", ".join(v.expr for v in outputs)
     lines = [ENTRY, f"def kernel({', '.join(g.params)}):", f'    """{code_text(label)}"""',
              *g.pre.lines, *g.body.lines,
@@ -42,11 +40,11 @@ def generate_region(body: Graph, label: str) -> KernelModule:
     return module.kernel_module("kernel", g.constants)
 
 
-def _returned(g: LoopGen, name: str) -> Var:
+def _returned(g: LoopGen, name: str, returned: set[str]) -> Var:
     """An output as an array of its declared dtype and rank that the caller owns: a literal
-    becomes a 0-d array, and anything the kernel did not allocate (an input, a view of one, a
-    loop's initial value after zero iterations, a constant, which may be frozen into the code and
-    read-only) is copied."""
+    becomes a 0-d array, and anything in memory the kernel did not allocate in this call (an input,
+    a view of one, a constant, which may be frozen into the code and read-only), or in memory an
+    output before it has (`returned`: the same value twice, a value and its reshape), is copied."""
     v = g.values.get(name)
     if v is None or v.kind in ("sequence", "lazy"):
         raise NoRule(f"region output '{name}' is not a tensor the kernel holds")
@@ -57,10 +55,12 @@ def _returned(g: LoopGen, name: str) -> Var:
         g.body(f"{array} = np.empty((), {dtype_name(v.dtype)})")
         g.body(f"{array}[()] = {v.expr}")
         return Var(array, v.dtype, 0, "fresh")
-    if v.kind not in _OWNED:
+    memory = v.memory()
+    if memory is None or memory in returned:
         copy = g.body.fresh(f"out_{name}")
         g.body(f"{copy} = np.copy({v.expr})")
         return Var(copy, v.dtype, v.rank, "fresh")
+    returned.add(memory)
     return v
 
 

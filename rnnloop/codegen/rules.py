@@ -209,7 +209,7 @@ def _rank0_view(g: LoopGen, view: str, x: Var, rank: int) -> Var:
     if rank == 0:
         g.body(f"{view} = np.full((), {view}, {dtype_name(x.dtype)})")
         return Var(view, x.dtype, 0, "fresh")
-    return Var(view, x.dtype, rank, "view")
+    return Var(view, x.dtype, rank, "view", owner=x.memory())
 
 
 @emits("Unsqueeze")
@@ -228,7 +228,7 @@ def emit_unsqueeze(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
     index = ["np.newaxis" if a in axes else ":" for a in range(rank)]
     view = g.view(f"v_{op.outputs[0]}",
                   f"{src}[{', '.join(index)}]" if x.rank else f"{src}.reshape({shape_tuple(['1'] * rank)})")
-    return [Var(view, x.dtype, rank, "view")]
+    return [Var(view, x.dtype, rank, "view", owner=x.memory())]
 
 
 @emits("Transpose")
@@ -283,7 +283,8 @@ def emit_split(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
 def _reshape_view(g: LoopGen, op: Op, x: Var, dims: list[str], dtype) -> Var:
     view = g.body.fresh(f"v_{op.outputs[0]}")
     g.body(f"{view} = np.ascontiguousarray({x.expr}).reshape({shape_tuple(dims)})")
-    return Var(view, dtype, len(dims), "view")
+    # (a copy when x is not contiguous, which the kernel then owns too)
+    return Var(view, dtype, len(dims), "view", owner=x.memory())
 
 
 @emits("Reshape")
