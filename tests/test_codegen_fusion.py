@@ -66,10 +66,36 @@ def test_no_group_with_two_sinks_or_two_ops_that_can_raise():
     assert _groups(_graph(two_divisions, ["b"])) == []
 
 
-def test_the_lstm_gates_are_one_nest():
+def test_the_lstm_gates_are_one_nest_with_the_sums_before_their_split():
     model, _ = lstm_loop(batch=1, input_size=4, hidden=8, steps=3)
     source = _source(model)
-    assert '"""Sigmoid Sigmoid Sigmoid Tanh Mul Mul Add Tanh Mul over rank 2"""' in source
+    adds = " ".join(["Add"] * 8)  # (x W + h R) + b, for each of the four gates
+    assert f'"""{adds} Sigmoid Sigmoid Sigmoid Tanh Mul Mul Add Tanh Mul over rank 2"""' in source
+
+
+def _split_body(readers: list[Op]) -> Graph:
+    """s = x + b split in two along its last axis [1, 8] -> 2 x [1, 4], then `readers`."""
+    from rnnloop.ir import TensorType
+    f32 = np.dtype(np.float32)
+    types = {n: TensorType(f32, (1, 8)) for n in ("x", "s")}
+    types.update({n: TensorType(f32, (1, 4)) for n in ("s0", "s1", "a", "y")})
+    constants = {"b": np.ones(8, np.float32), "sizes": np.array([4, 4], np.int64), "m": np.ones((4, 4), np.float32)}
+    ops = [Op("Add", ["x", "b"], ["s"]), Op("Split", ["s", "sizes"], ["s0", "s1"], {"axis": 1}), *readers]
+    return Graph("body", inputs=["x"], outputs=["y"], ops=ops, constants=constants, types=types)
+
+
+def test_a_sum_is_split_first_when_its_parts_then_fuse_with_their_readers():
+    body = _split_body([Op("Sigmoid", ["s0"], ["a"]), Op("Mul", ["a", "s1"], ["y"])])
+    rewritten = fusion.split_first(body, set(body.constants), body.constants.get)
+    assert [op.op_type for op in rewritten.ops] == ["Split", "Split", "Add", "Add", "Sigmoid", "Mul"]
+    assert [op.inputs for op in rewritten.ops[:2]] == [["x", "sizes"], ["b", "sizes"]]
+    assert [op.outputs for op in rewritten.ops[2:4]] == [["s0"], ["s1"]]
+    assert _groups(rewritten, fixed=("b", "sizes")) == [([*"s0 s1".split(), "a", "y"], {"y"})]
+
+
+def test_a_split_stays_when_its_parts_would_not_fuse_into_one_nest():
+    body = _split_body([Op("MatMul", ["s0", "m"], ["a"]), Op("Mul", ["a", "s1"], ["y"])])
+    assert fusion.split_first(body, set(body.constants), body.constants.get) is body
 
 
 BROADCAST_TEXT = """
@@ -139,14 +165,15 @@ def test_a_nest_whose_inputs_do_not_broadcast_is_an_error_naming_the_member(back
 
 def test_views_nobody_reads_are_not_built_and_sizes_are_checked_once():
     """The LSTM's gate parts are read from the gates at their columns, and the input row by the
-    hoisted product: no view is built for them. The gates' nest checks each axis once, though its
-    members meet the batch size four times."""
+    hoisted product: no view is built for them. The gates' nest checks each size once, though its
+    members meet the batch size twelve times: the rows of x W against those of h R, then against the
+    cell state's, and the hidden size against the cell state's."""
     model, _ = lstm_loop(batch=1, input_size=4, hidden=8, steps=3)
     source = _source(model)
     assert not re.search(r"^ +v_(gi|go_|gf|gc|x) = ", source, re.M)
-    start = source.index("# fused: Sigmoid")
-    nest = source[start:source.index("op2(", start)]
-    assert nest.count("_r.broadcast_dim(") == 2
+    start = source.index("# fused: Add")
+    nest = source[start:source.index("op1(", start)]
+    assert nest.count("_r.broadcast_dim(") == 3
 
 
 # (every op and every shape in the default run: a kernel each, seconds with a cold cache)

@@ -902,6 +902,7 @@ def emit_ops(g: LoopGen, graph: Graph, invariants: set[str], hoist: bool = True)
     `hoist`, ops that read only `invariants` run once, before the loop."""
     from . import activation, fusion
     graph, originals = activation.fold(graph, g.const)
+    graph = g.graph = fusion.split_first(graph, invariants, g.const)  # (its new values' types too)
     groups = fusion.plan(graph, invariants)
     for op in graph.ops:
         group = groups.get(id(op))
