@@ -190,7 +190,10 @@ def convert_dynamicquantizelstm(n, X, W, R, B="", sequence_lens="", initial_h=""
         def pick(value: str) -> str:
             return b.op1("Gather", value, index, axis=0)
 
-        xw = _scaled_product(n, xq, x_scale, x_zp, pick(W), pick(W_scale), pick(W_zero_point))  # [T, B, 4H]
+        # The steps' input products in int32 [T, B, 4H], each scaled in its step: the scaling then
+        # fuses into the step's gates (a pass over all of them, and their floats, cost 2-3%).
+        x_acc = b.op1("MatMulInteger", xq, pick(W), x_zp, pick(W_zero_point))
+        x_scale_w = b.op1("Mul", x_scale, pick(W_scale))
         if B:
             wb, rb = b.op("Split", [pick(B), b.constant(np.array([gh, gh], np.int64))], 2, axis=0)
             bias = b.op1("Add", wb, rb)
@@ -203,8 +206,8 @@ def convert_dynamicquantizelstm(n, X, W, R, B="", sequence_lens="", initial_h=""
         spec = CellSpec("LSTM", hidden, F32, acts[3 * d:3 * d + 3], None if clip is None else float(clip),
                         peepholes=bool(P), input_forget=bool(input_forget))
         body = _quantised_cell(b, spec, n.dtype_of(R), _rank(n, R_zero_point), _rank(n, R_scale))
-        invariants = [pick(R), pick(R_zero_point), pick(R_scale), bias] + ([pick(P)] if P else [])
-        outs = b.loop(body, carried=states, sliced=[(xw, Slice(axis=0, reverse=reverse))], invariants=invariants,
+        invariants = [x_scale_w, pick(R), pick(R_zero_point), pick(R_scale), bias] + ([pick(P)] if P else [])
+        outs = b.loop(body, carried=states, sliced=[(x_acc, Slice(axis=0, reverse=reverse))], invariants=invariants,
                       stacked=[Stack(axis=0, reverse=reverse)])
         b.origin = node_origin
         finals.append(outs[:-1])
@@ -230,12 +233,14 @@ def _rank(n, name: str) -> int | None:
 
 
 def _quantised_cell(b, spec: CellSpec, r_dtype, zp_rank: int | None, scale_rank: int | None):
-    """The loop body: inputs (h, c, xw_t, Rq, R_zp, R_scale, bias[, P]); outputs (h, c, h)."""
+    """The loop body: inputs (h, c, x_acc_t, x_scale * W_scale, Rq, R_zp, R_scale, bias[, P]), with
+    x_acc_t the step's input product in int32; outputs (h, c, h)."""
     body = b.sub("qlstm_cell")
     body.origin = b.origin
     mat = TensorType(F32, (None, None))
     h, c = body.input(b.fresh("h"), mat), body.input(b.fresh("c"), mat)
-    xw = body.input(b.fresh("xw"), mat)
+    x_acc = body.input(b.fresh("x_acc"), TensorType(np.dtype(np.int32), (None, None)))
+    x_scale_w = body.input(b.fresh("x_scale_w"), TensorType(F32, None))
     rq = body.input(b.fresh("Rq"), TensorType(r_dtype, (None, None)) if r_dtype is not None else None)
     r_zp = body.input(b.fresh("R_zp"), TensorType(r_dtype, (None,) * zp_rank)
                       if r_dtype is not None and zp_rank is not None else None)
@@ -245,6 +250,7 @@ def _quantised_cell(b, spec: CellSpec, r_dtype, zp_rank: int | None, scale_rank:
     hq, h_scale, h_zp = body.op("DynamicQuantizeLinear", [h], 3)
     acc = body.op1("MatMulInteger", hq, rq, h_zp, r_zp)
     hr = body.op1("Mul", body.op1("Cast", acc, to=F32), body.op1("Mul", h_scale, r_scale))
+    xw = body.op1("Mul", body.op1("Cast", x_acc, to=F32), x_scale_w)  # as _scaled_product rounds it
     gates = body.op1("Add", body.op1("Add", hr, xw), bias)
     h_next, c_next = Cell(body, spec).lstm_gates(c, gates, p)
     for name in (h_next, c_next, body.op1("Identity", h_next)):
