@@ -171,6 +171,8 @@ def test_views_nobody_reads_are_not_built_and_sizes_are_checked_once():
     model, _ = lstm_loop(batch=1, input_size=4, hidden=8, steps=3)
     source = _source(model)
     assert not re.search(r"^ +v_(gi|go_|gf|gc|x) = ", source, re.M)
+    # nor for the parts of x W (a view of the hoisted product: read through its row), h R and the bias
+    assert not re.search(r"^ +v_\w+_part\d = ", source, re.M)
     start = source.index("# fused: Add")
     nest = source[start:source.index("op1(", start)]
     assert nest.count("_r.broadcast_dim(") == 3

@@ -270,9 +270,9 @@ def emit_split(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         view = g.view(f"v_{op.outputs[j] or 'part'}",
                       f"{x.expr}[{_index(x.rank, axis, f'{offset}:{offset} + {size}')}]")
         outs.append(Var(view, x.dtype, x.rank, "view", tuple(size if a == axis else x.dim(a) for a in range(x.rank))))
-        # Columns of a C-contiguous array, read from it by a fused nest, which needs them as wide as
-        # its output: so only parts of a fixed width above 1 (fusion._function).
-        if axis == x.rank - 1 and x.kind in ("buffer", "state") and size.isdigit() and int(size) > 1:
+        # Columns of an array, read from it (or from its row) by a fused nest, which needs them as
+        # wide as its output: so only parts of a fixed width above 1 (fusion._function).
+        if axis == x.rank - 1 and x.kind not in ("scalar", "lazy", "sequence") and size.isdigit() and int(size) > 1:
             g.column_parts[view] = (x, offset)
         o = emit.fresh("o")
         emit(f"{o} = {offset} + {size}")
