@@ -580,8 +580,8 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     # value is a buffer of the function's after an iteration, and the caller's array before one
     # (copied then); stacked outputs are always its own.
     outputs = [(f"np.ascontiguousarray({cur}[:{g.sequences[name][1]}][::-1])" if name in g.prepended
-                else f"{cur}[:{g.sequences[name][1]}]") if name in g.sequences else f"{cur} if t > 0 else np.copy({cur})"
-               for name, cur, _ in carried]
+                else f"{cur}[:{g.sequences[name][1]}]") if name in g.sequences
+               else f"{cur} if t > 0 else np.copy({cur})" for name, cur, _ in carried]
     outputs += [_stack_result(g, stack, spec, k)
                 for k, (stack, spec) in enumerate(zip(stacks, loop.stacked))]
     # Hoisted work runs only when the body would, so that it raises no error the body would not.
