@@ -144,11 +144,12 @@ def _split_first(producer: Op, split: Op, types: dict, const, taken: set[str]) -
     ops, inputs = [], []  # inputs: per producer input, its name for each part
     for n in producer.inputs:
         value = const(n) if n else None
-        shape = value.shape if value is not None else getattr(types.get(n), "shape", None)
+        known = types.get(n) if value is None else value
+        shape, dtype = getattr(known, "shape", None), getattr(known, "dtype", None)
         if not n or (shape is not None and (len(shape) == 0 or shape[-1] == 1)):
             inputs.append([n] * len(sizes))  # the same for every part (broadcast along the axis)
             continue
-        if shape is None or shape[-1] != total:
+        if shape is None or shape[-1] != total or dtype is None:
             return None
         names = []
         for j, size in enumerate(sizes):
@@ -157,7 +158,6 @@ def _split_first(producer: Op, split: Op, types: dict, const, taken: set[str]) -
                 name += "_"
             taken.add(name)
             names.append(name)
-            dtype = value.dtype if value is not None else types[n].dtype
             types[name] = TensorType(np.dtype(dtype), (*shape[:-1], int(size)))
         ops.append(Op("Split", [n, split.inputs[1]], names, {"axis": -1}, origin=split.origin))
         inputs.append(names)
