@@ -10,7 +10,7 @@ from helpers import parse, run, run_fused, thin
 
 import rnnloop
 from rnnloop.codegen import fusion
-from rnnloop.ir import Graph, Op
+from rnnloop.ir import Graph, Op, TensorType
 from rnnloop.models import lstm_loop
 
 
@@ -75,7 +75,6 @@ def test_the_lstm_gates_are_one_nest_with_the_sums_before_their_split():
 
 def _split_body(readers: list[Op]) -> Graph:
     """s = x + b split in two along its last axis [1, 8] -> 2 x [1, 4], then `readers`."""
-    from rnnloop.ir import TensorType
     f32 = np.dtype(np.float32)
     types = {n: TensorType(f32, (1, 8)) for n in ("x", "s")}
     types.update({n: TensorType(f32, (1, 4)) for n in ("s0", "s1", "a", "y")})
