@@ -279,6 +279,7 @@ def test_rnnloops_own_helpers_compile_into_the_cache_and_clear_removes_them(tmp_
     cold = run_helper("first kernel", imported="first")  # decorated before the locator: moved
     folder = Path(cold["path"])
     assert folder.parent == tmp_path / "runtime" and folder.name.startswith("codegen_")  # not the package's
+    assert f"-{cache.modules_hash()}" in folder.name  # (numba alone would keep helpers of old text)
     assert cold["misses"] == 1
     assert {f.suffix for f in folder.glob("runtime.broadcast_dim-*")} == {".nbi", ".nbc"}
     if hasattr(os, "getuid"):
@@ -293,6 +294,18 @@ def test_rnnloops_own_helpers_compile_into_the_cache_and_clear_removes_them(tmp_
     removed = cache.clear_cache()
     assert removed["kernels"] == 2 and removed["runtime"] == info["runtime"] and removed["bytes"] == info["bytes"]
     assert not folder.exists() and cache.cache_info()["bytes"] == 0
+
+
+def test_the_helpers_folder_changes_with_the_text_of_any_codegen_module(tmp_path):
+    """Numba notices a change to a helper's own file, not to a function of another module it inlines
+    (simd's product inlines pool's claim): the helpers' folder is named by all the modules' text."""
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("y = 1\n")
+    before = cache.modules_hash.__wrapped__(tmp_path)
+    assert cache.modules_hash.__wrapped__(tmp_path) == before
+    (tmp_path / "b.py").write_text("y = 2\n")
+    assert cache.modules_hash.__wrapped__(tmp_path) != before
+    assert cache.modules_hash() == cache.modules_hash.__wrapped__(Path(cache.__file__).parent)
 
 
 def test_same_source_same_module_and_different_source_different_file(tmp_path, monkeypatch):

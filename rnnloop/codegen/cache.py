@@ -280,6 +280,19 @@ def _is_helper_source(py_file: str) -> bool:
 
 
 @functools.cache
+def modules_hash(directory: Path = Path(__file__).parent) -> str:
+    """A hash of the text of the modules in `directory` (by default rnnloop.codegen's, whose helpers'
+    cache folder it names). Numba keys a cached function by its own file's time stamp alone, but the
+    helpers inline each other's functions across modules (simd's product inlines pool's claim): a
+    changed pool.py must not leave an old claim in simd's cache."""
+    digest = hashlib.sha256()
+    for path in sorted(directory.glob("*.py")):
+        with contextlib.suppress(OSError):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+@functools.cache
 def _runtime_locator_class() -> type:
     """The numba cache locator of rnnloop's own helpers (made on first use: it subclasses numba's)."""
     from numba.core import caching
@@ -287,7 +300,7 @@ def _runtime_locator_class() -> type:
     class _RuntimeCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
         """numba caches the functions of rnnloop.codegen's modules in cache_dir()/runtime/<folder>, a
         folder per rnnloop install (numba's name for the package folder: `codegen_<hash of its path>`),
-        BLAS library (simd's and conv_rt's compiled code calls the one blas.py chose, which
+        text of its modules (modules_hash), BLAS library (simd's and conv_rt's compiled code calls the one blas.py chose, which
         RNNLOOP_BLAS=scipy changes) and optimisation level (see _opt_level). A cache dir that is not
         private or not writable leaves them to numba's next locator (the package's __pycache__, as
         before)."""
@@ -295,7 +308,7 @@ def _runtime_locator_class() -> type:
         def __init__(self, py_func, py_file):
             self._py_file = py_file
             self._lineno = py_func.__code__.co_firstlineno
-            folder = self.get_suitable_cache_subpath(py_file)
+            folder = f"{self.get_suitable_cache_subpath(py_file)}-{modules_hash()}"
             if os.environ.get("RNNLOOP_BLAS", "") == "scipy":
                 folder += "-scipy"
             level = _opt_level()
