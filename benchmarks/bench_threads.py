@@ -5,8 +5,9 @@ stacked bidirectional encoders and the streaming VAD; and one Session serving 2 
 Python threads.
 
 Run with `asv run --python=same -b Threads`, or `python benchmarks/bench_threads.py [rounds]` for the
-table. Nothing here limits BLAS at import (the other benchmark files hold everything to one thread):
-each engine gets the threads its runner asks for.
+table (`--busy`: with a process that keeps one core busy meanwhile, as on a shared server). Nothing
+here limits BLAS at import (the other benchmark files hold everything to one thread): each engine
+gets the threads its runner asks for.
 """
 
 from __future__ import annotations
@@ -115,8 +116,14 @@ class Streams:
     track_two_streams_throughput.unit = "x"
 
 
-if __name__ == "__main__":  # the table: python benchmarks/bench_threads.py [rounds [case ...]]
+if __name__ == "__main__":  # the table: python benchmarks/bench_threads.py [--busy] [rounds [case ...]]
+    import subprocess
     import sys
+    if "--busy" in sys.argv:  # a process that keeps one core busy meanwhile (a shared server)
+        sys.argv.remove("--busy")
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        import atexit
+        atexit.register(busy.kill)
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     chosen = sys.argv[2:] or list(CASES)
     print(f"median ms per call over {rounds} rounds of 5 interleaved calls (range); ratios: rnnloop's time over each "

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numba
@@ -152,6 +153,69 @@ def test_a_packed_product_shared_with_workers_gives_the_same_bits(dtype):
                 assert workers.block[pool.SHARED] == shared  # (too small: never handed off)
             else:
                 assert workers.block[pool.SHARED] > shared
+
+
+def test_a_napping_worker_is_called_back_by_the_products_of_a_call_already_running():
+    """A worker idle for longer than its spin naps; a product that finds it napping calls it back
+    (NAPPING -> IDLE) without waiting for it, and a later product of the same call shares with it:
+    no wake() in between, as between two loops of one kernel (the layers of an encoder)."""
+    from rnnloop.codegen import pool
+
+    matmul = _strided(getattr(simd, simd.MATMUL_PACKED), np.float32, panels=True)
+    workers = pool.pool(2)
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((4, 256)).astype(np.float32), rng.standard_normal((256, 1024)).astype(np.float32)
+    panels, want = simd.pack_weights(b), np.full((4, 1024), np.nan, np.float32)
+    matmul(a, b, panels, want, False)
+    workers.wake()
+    slot = pool.HEADER  # (the first worker's state)
+    deadline = time.monotonic() + 30
+    while workers.block[slot] != pool.NAPPING:  # (its spin: about half a millisecond)
+        assert time.monotonic() < deadline, f"the worker never napped (state {workers.block[slot]})"
+        time.sleep(0.001)
+    shared = int(workers.block[pool.SHARED])
+    deadline = time.monotonic() + 30
+    while workers.block[pool.SHARED] == shared:  # (it notices the call back at the end of its nap)
+        assert time.monotonic() < deadline, f"no product was shared (state {workers.block[slot]})"
+        got = np.full((4, 1024), np.nan, np.float32)
+        matmul(a, b, panels, got, False, 2, workers.address)
+        assert np.array_equal(got, want)
+
+
+def test_callers_back_off_from_a_worker_that_kept_them_waiting():
+    """A share that kept its caller waiting (its worker was descheduled: a busy process on its core)
+    makes callers leave that worker alone for a while, twice as long when it happens again soon; a
+    share done in time changes nothing. The test plays the worker of a block without threads."""
+    from rnnloop.codegen import pool
+
+    claim = numba.njit(lambda block: pool.claim(block, 1))
+    take_back = numba.njit(nogil=True)(lambda block, own: pool.take_back(block, 0, own))  # (the Timer runs)
+    if numba.njit(lambda: pool.ticks())() == 0:
+        pytest.skip("no cycle counter on this CPU: callers never back off")
+    block = np.zeros(pool.HEADER + pool.SLOT, np.int64)
+    block[0], state = 1, pool.HEADER
+    block[state] = pool.IDLE
+
+    def started_and_done_after(seconds: float) -> None:
+        block[state] = pool.RUNNING
+        threading.Timer(seconds, block.__setitem__, (state, pool.DONE)).start()
+
+    assert claim(block) == 1 and block[state] == pool.CLAIMED
+    started_and_done_after(0.0)
+    time.sleep(0.01)
+    assert take_back(block, 10**9) is False and block[state] == pool.IDLE  # (in time: no back-off)
+    assert block[pool.BACKED_OFF] == 0 and claim(block) == 1
+    started_and_done_after(0.05)
+    assert take_back(block, 0) is False and block[state] == pool.IDLE
+    assert block[pool.BACKED_OFF] == 1 and block[state + pool.WINDOW] == pool.BACK_OFF
+    assert claim(block) == 0 and block[state] == pool.IDLE  # left alone
+    started_and_done_after(0.05)
+    assert take_back(block, 0) is False and block[state + pool.WINDOW] == 2 * pool.BACK_OFF  # again, soon
+    block[state + pool.UNTIL] = 0  # (the pause over)
+    assert claim(block) == 1 and block[state] == pool.CLAIMED
+    block[state] = pool.POSTED
+    assert take_back(block, 0) is True and block[state] == pool.IDLE  # (not started: the caller's)
+    assert block[pool.BACKED_OFF] == 2
 
 
 def test_panels_are_made_once_and_only_where_they_serve():

@@ -16,9 +16,19 @@ for one that has not started its job: after its own share it takes a job back th
 POSTED and does it itself. So a product is never slower than alone by more than the hand-off, a
 busy or sleeping worker costs nothing, and two sessions never wait for each other.
 
-A worker spins (with `pause`) for about a millisecond after its last job, then falls asleep: its
-compiled loop returns and the thread blocks on an Event, which the next call of a session that
-uses the pool sets (wake). Fork: a child has the block but no threads; it starts a pool afresh.
+A worker spins (with `pause`) for about half a millisecond after its last job, then naps: it sleeps
+NAP_US at a time in its compiled loop, NAPS times (about 50 ms), and a caller that finds it napping
+calls it back to spinning (NAPPING -> IDLE) for the products after this one. Only then does it fall
+asleep: its compiled loop returns and the thread blocks on an Event, which the next call of a
+session that uses the pool sets (wake). Without the naps, a worker slept through whatever a kernel
+did between two loops for longer than its spin: the glue between the layers of a stacked
+bidirectional LSTM encoder took 0.6-1 ms at batch 12, and its layers 2 and 3 then ran alone (a
+batch-1 call took 7.8-8.2 against 7.1-7.5 ms; at batch 12, unsplit, 96-104 against 61-64). A nap
+costs the core it runs on a wake-up every 0.1 ms or so.
+
+Where there are more runnable threads than cores (a busy process on the worker's core), a spinning
+worker yields its core every YIELD pauses, and callers back off from a worker whose share kept them
+waiting (take_back). Fork: a child has the block but no threads; it starts a pool afresh.
 
 Every session of several threads uses the pool, unless RNNLOOP_SHARE_PRODUCTS=0 (session._workers).
 """
@@ -26,25 +36,46 @@ Every session of several threads uses the pool, unless RNNLOOP_SHARE_PRODUCTS=0 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import threading
 
+import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import cfunc, njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
-# A worker's slot: its state alone in a cache line, then its job in the lines after it: the address
-# of a compiled function of ARITY int64 arguments, and those arguments.
+# A worker's slot: its state and its callers' back-off (see take_back) in a cache line, then its job in
+# the lines after it: the address of a compiled function of ARITY int64 arguments, and those arguments.
 SLOT = 40
+UNTIL, WINDOW = 1, 2  # within a slot: the tick before which callers leave the worker alone, the last such pause
 JOB = 8  # the job's first element within a slot
 ARITY = 28
-HEADER = 8  # block[0]: the workers, block[SHARED]: products shared so far (for tests); then the slots
-SHARED = 1
+HEADER = 8  # block[0]: the workers, block[SHARED]: products shared so far, block[BACKED_OFF]: times
+SHARED, BACKED_OFF = 1, 2  # callers backed off from a worker (both for tests); then the slots
 
-IDLE, CLAIMED, POSTED, RUNNING, DONE, ASLEEP, STOP = range(7)
+IDLE, CLAIMED, POSTED, RUNNING, DONE, ASLEEP, STOP, NAPPING = range(8)
 
-SPIN = 20_000  # idle pauses before a worker sleeps: about a millisecond
+SPIN = 20_000  # idle pauses before a worker naps: about half a millisecond on the Zen 4
+# An idle worker yields its core every YIELD pauses (sched_yield: a fraction of a microsecond when no
+# other thread wants the core). Without it, on a machine with more runnable threads than cores, a
+# spinning worker took the time of the threads that work: with a busy process on the other core, a
+# batch-1 LSTM (1, 128, 256, 200) took 6.8-7.1 ms a call on two threads against 3.2 on one.
+YIELD = 64
+# A worker whose share kept its caller waiting for more than twice the caller's own share and SLOW
+# ticks has been descheduled. Its callers then leave it alone for BACK_OFF ticks, twice as long for
+# each such wait within RECENT of the end of the last pause, up to LONGEST (ticks of rdtsc: about
+# 0.4 ns on the Zen 4; 1 ms, 2 ms, 1 s and 0.1 s). Measured on the 2-core Zen 4, a batch-1 LSTM's
+# shares: alone, waits of 0.04-0.4 ms a few dozen times a second (interrupts) and of 0.4-4 ms about
+# twice; with a busy process on the worker's core, waits of over 4 ms (its time slices) 30 times.
+SLOW = 2_500_000
+BACK_OFF = 5_000_000
+RECENT = 2_600_000_000
+LONGEST = 260_000_000
+NAP_US = 50  # a nap: usleep(NAP_US), about 0.1 ms with Linux's default timer slack
+NAPS = 500  # naps before a worker falls asleep: about 50 ms
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,6 +128,16 @@ def pause(typingctx):
 
 
 @intrinsic
+def ticks(typingctx):
+    """The CPU's cycle counter (x86's rdtsc: a constant rate), or 0 where the target has none."""
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
+                                            "llvm.readcyclecounter")
+        return builder.call(fn, [])
+    return types.int64(), codegen
+
+
+@intrinsic
 def call_job(typingctx, block, at):
     """Call the function whose address is block[at] with the ARITY arguments after it."""
     def codegen(context, builder, sig, args):
@@ -110,19 +151,43 @@ def call_job(typingctx, block, at):
     return types.void(block, at), codegen
 
 
+def _libc(name: str, signature) -> types.ExternalFunction:
+    """The C library's function `name`, callable from compiled code; where there is none, a compiled
+    function that returns 0 at once (a worker there spins without yielding or napping). Registered by
+    name, as blas.py registers BLAS, so that `serve` stays in Numba's cache across processes."""
+    try:
+        address = ctypes.cast(getattr(ctypes.CDLL(None), name), ctypes.c_void_p).value
+    except (OSError, AttributeError, TypeError):
+        address = cfunc(signature)(lambda *args: 0).address
+    llvm.add_symbol(f"rnnloop_{name}", address)
+    return types.ExternalFunction(f"rnnloop_{name}", signature)
+
+
+_usleep = _libc("usleep", types.int32(types.uint32))
+_yield = _libc("sched_yield", types.int32())
+
+
 # ---------------------------------------------------------------------------------------------
 # the caller's side, for compiled code
 
 @njit(nogil=True, inline="always")
 def claim(block, wanted):
-    """Up to `wanted` idle workers, CLAIMED for the caller: their indices' bitmask."""
+    """Up to `wanted` idle workers, CLAIMED for the caller: their indices' bitmask. A napping worker
+    is called back to spinning, for the products after this one; one that callers back off from
+    (take_back) is left alone."""
     claimed = 0
+    now = ticks()
     for w in range(min(block[0], 62)):
         if wanted == 0:
             break
-        if block[HEADER + w * SLOT] == IDLE and swap(block, HEADER + w * SLOT, IDLE, CLAIMED):
+        state = block[HEADER + w * SLOT]
+        if now < block[HEADER + w * SLOT + UNTIL]:
+            continue
+        if state == IDLE and swap(block, HEADER + w * SLOT, IDLE, CLAIMED):
             claimed |= 1 << w
             wanted -= 1
+        elif state == NAPPING:
+            swap(block, HEADER + w * SLOT, NAPPING, IDLE)
     return claimed
 
 
@@ -133,15 +198,28 @@ def post(block, w):
 
 
 @njit(nogil=True, inline="always")
-def take_back(block, w):
-    """After the caller's own share: True if worker w had not started its job (the caller does it),
-    else once the worker has done it. The worker is IDLE again either way."""
+def take_back(block, w, own):
+    """After the caller's own share, which took `own` ticks: True if worker w had not started its job
+    (the caller does it), else once the worker has done it. The worker is IDLE again either way.
+
+    A worker that kept the caller waiting far longer than its share should take was descheduled:
+    callers back off from it (claim), for twice as long as the last time if that was recent. With a
+    busy process on the other core, a batch-1 LSTM (1, 128, 256, 200) took 6.2-6.9 ms a call on two
+    threads against 3.1-3.2 on one without this, most of it waiting for a worker's time slice."""
     state = HEADER + w * SLOT
     if swap(block, state, POSTED, IDLE):
         return True
+    start = ticks()
     while load_acquire(block, state) != DONE:
         pause()
+    end = ticks()
     store_release(block, state, IDLE)
+    if end - start > 2 * own + SLOW:
+        slot = HEADER + w * SLOT
+        window = min(2 * block[slot + WINDOW], LONGEST) if end < block[slot + UNTIL] + RECENT else BACK_OFF
+        block[BACKED_OFF] += 1  # (a count for tests, as SHARED)
+        block[slot + WINDOW] = window
+        block[slot + UNTIL] = end + window
     return False
 
 
@@ -173,10 +251,10 @@ class Pool:
             serve(block, w)  # (nogil: returns when the worker falls asleep or is stopped)
 
     def wake(self) -> None:
-        """Wake the workers that sleep (a call that may use them is about to run)."""
+        """Wake the workers that sleep or nap (a call that may use them is about to run)."""
         block = self.block
         for w, event in enumerate(self.events):
-            if block[HEADER + w * SLOT] == ASLEEP and _wake(block, w):
+            if block[HEADER + w * SLOT] in (ASLEEP, NAPPING) and _wake(block, w):
                 event.set()
 
     def stop(self) -> None:
@@ -189,37 +267,53 @@ class Pool:
 
 @njit(nogil=True, cache=True)
 def serve(block, w):
-    """Worker w's loop: run each job posted to its slot; return when it has been idle for SPIN
-    pauses (then ASLEEP) or is stopped."""
+    """Worker w's loop: run each job posted to its slot; nap when it has been idle for SPIN pauses
+    (NAPPING, until a caller sets it IDLE again); return after NAPS naps (then ASLEEP) or when it is
+    stopped."""
     state = HEADER + w * SLOT
-    idle = 0
+    idle = naps = 0
     while True:
         s = load_acquire(block, state)
         if s == POSTED:
             if swap(block, state, POSTED, RUNNING):
                 call_job(block, state + JOB)
                 store_release(block, state, DONE)
-            idle = 0
+            idle = naps = 0
         elif s == STOP:
             return
         elif s == IDLE:
+            if idle > SPIN:  # (it was NAPPING: a caller called it back to spin)
+                idle = naps = 0
             idle += 1
-            if idle > SPIN and swap(block, state, IDLE, ASLEEP):
+            if idle > SPIN:
+                swap(block, state, IDLE, NAPPING)
+            if idle % YIELD == 0:
+                _yield()
+            else:
+                pause()
+        elif s == NAPPING:
+            if naps >= NAPS and swap(block, state, NAPPING, ASLEEP):
                 return
-            pause()
+            _usleep(NAP_US)
+            naps += 1
         else:  # CLAIMED (the caller writes the job) or DONE (the caller has not collected it yet)
             pause()
 
 
 @njit(nogil=True, cache=True)
 def _wake(block, w):
-    return swap(block, HEADER + w * SLOT, ASLEEP, IDLE)
+    """Whether worker w was asleep (its thread then needs its Event set); a napping one spins again."""
+    state = HEADER + w * SLOT
+    if swap(block, state, ASLEEP, IDLE):
+        return True
+    swap(block, state, NAPPING, IDLE)
+    return False
 
 
 @njit(nogil=True, cache=True)
 def _stop(block, w):
     state = HEADER + w * SLOT
-    return swap(block, state, IDLE, STOP) or swap(block, state, ASLEEP, STOP)
+    return swap(block, state, IDLE, STOP) or swap(block, state, ASLEEP, STOP) or swap(block, state, NAPPING, STOP)
 
 
 _pool: Pool | None = None

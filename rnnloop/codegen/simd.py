@@ -576,9 +576,11 @@ def _product(dtype, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0
                         block_[job + i] = values[i]
                     pool.post(block_, w)
                     k += 1
+            start = pool.ticks()
             _share(a_, p_, out_, backwards != 0, 0, pc // parts)
+            own = pool.ticks() - start
             for w in range(62):
-                if (claimed >> w) & 1 and pool.take_back(block_, w):  # (not started: done here)
+                if (claimed >> w) & 1 and pool.take_back(block_, w, own):  # (not started: done here)
                     job = pool.HEADER + w * pool.SLOT + pool.JOB
                     _share(a_, p_, out_, backwards != 0, block_[job + pool.ARITY - 1], block_[job + pool.ARITY])
             return 0
