@@ -218,6 +218,14 @@ def test_callers_back_off_from_a_worker_that_kept_them_waiting():
     assert block[pool.BACKED_OFF] == 2
 
 
+def test_a_c_function_the_c_library_lacks_is_one_that_returns_at_once():
+    """Where there is no usleep or sched_yield (not a POSIX C library), workers spin without naps."""
+    from rnnloop.codegen import pool
+
+    missing = pool._libc("no_such_function_in_libc", numba.int32(numba.uint32))
+    assert numba.njit(lambda: missing(7))() == 0
+
+
 def test_panels_are_made_once_and_only_where_they_serve():
     rng = np.random.default_rng(2)
     b = rng.standard_normal((8, 20)).astype(np.float32)

@@ -300,10 +300,10 @@ def _runtime_locator_class() -> type:
     class _RuntimeCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
         """numba caches the functions of rnnloop.codegen's modules in cache_dir()/runtime/<folder>, a
         folder per rnnloop install (numba's name for the package folder: `codegen_<hash of its path>`),
-        text of its modules (modules_hash), BLAS library (simd's and conv_rt's compiled code calls the one blas.py chose, which
-        RNNLOOP_BLAS=scipy changes) and optimisation level (see _opt_level). A cache dir that is not
-        private or not writable leaves them to numba's next locator (the package's __pycache__, as
-        before)."""
+        text of its modules (modules_hash), BLAS library (simd's and conv_rt's compiled code calls the
+        one blas.py chose, which RNNLOOP_BLAS=scipy changes) and optimisation level (see _opt_level). A
+        cache dir that is not private or not writable leaves them to numba's next locator (the
+        package's __pycache__, as before)."""
 
         def __init__(self, py_func, py_file):
             self._py_file = py_file

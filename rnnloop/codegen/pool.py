@@ -50,7 +50,7 @@ from numba.extending import intrinsic
 # A worker's slot: its state and its callers' back-off (see take_back) in a cache line, then its job in
 # the lines after it: the address of a compiled function of ARITY int64 arguments, and those arguments.
 SLOT = 40
-UNTIL, WINDOW = 1, 2  # within a slot: the tick before which callers leave the worker alone, the last such pause
+UNTIL, WINDOW = 1, 2  # within a slot: the tick until which callers leave the worker alone; that pause
 JOB = 8  # the job's first element within a slot
 ARITY = 28
 HEADER = 8  # block[0]: the workers, block[SHARED]: products shared so far, block[BACKED_OFF]: times
@@ -62,7 +62,7 @@ SPIN = 20_000  # idle pauses before a worker naps: about half a millisecond on t
 # An idle worker yields its core every YIELD pauses (sched_yield: a fraction of a microsecond when no
 # other thread wants the core). Without it, on a machine with more runnable threads than cores, a
 # spinning worker took the time of the threads that work: with a busy process on the other core, a
-# batch-1 LSTM (1, 128, 256, 200) took 6.8-7.1 ms a call on two threads against 3.2 on one.
+# batch-1 LSTM (1, 128, 256, 200) took 6.8-7.1 ms a call on two threads against 3.2 on one (ad hoc).
 YIELD = 64
 # A worker whose share kept its caller waiting for more than twice the caller's own share and SLOW
 # ticks has been descheduled. Its callers then leave it alone for BACK_OFF ticks, twice as long for
@@ -205,7 +205,7 @@ def take_back(block, w, own):
     A worker that kept the caller waiting far longer than its share should take was descheduled:
     callers back off from it (claim), for twice as long as the last time if that was recent. With a
     busy process on the other core, a batch-1 LSTM (1, 128, 256, 200) took 6.2-6.9 ms a call on two
-    threads against 3.1-3.2 on one without this, most of it waiting for a worker's time slice."""
+    threads against 3.1-3.2 on one without this (ad hoc), most of it waiting for the worker's turn."""
     state = HEADER + w * SLOT
     if swap(block, state, POSTED, IDLE):
         return True
