@@ -1,6 +1,6 @@
 """rnnloop.dask: throughput of 1 against 2 worker processes, and the overhead of a task.
 
-    python benchmarks/bench_dask.py [--seconds 25] [--hidden 64] [--quick]
+    python benchmarks/bench_dask.py [--seconds 25] [--hidden 64] [--rounds 3] [--quick]
 
 The job: a GRU encoder (32 features -> `hidden`, compiled, numba backend) over variable-length
 sequences (40, 50, 60 or 70 steps) through rnnloop.dask.map_bag at its defaults (PARTITION_SIZE
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import statistics
 import time
 
 for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
@@ -117,6 +118,8 @@ def main() -> None:
     parser.add_argument("--malloc-trim", action="store_true",
                         help="keep Dask's MALLOC_TRIM_THRESHOLD_=65536 for the workers (by default this script "
                              "unsets it, as the README advises: it costs rnnloop's kernels 15-25 %% more CPU)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="rounds of the four runs (local, 1 worker, 2 workers, local): median and range")
     parser.add_argument("--quick", action="store_true", help="a job of about 2 s: checks the script, measures nothing")
     args = parser.parse_args()
     import dask
@@ -139,19 +142,30 @@ def main() -> None:
     tasks = max(2, round(seconds / per_task))
     print(f"job: {tasks * size} sequences of {LENGTHS} steps, GRU {FEATURES} -> {args.hidden}, output "
           f"{args.outputs}; {tasks} tasks of {size} items ({BATCH_SIZE} a model call)")
-    before = run_local(session, tasks, size, options)
-    one, computing = run_cluster(model, tasks, size, 1, args.outputs, args.persist)
-    print(f"1 worker process:               {one:8.2f} s  (tasks computing {computing:.2f} s)")
-    two, _ = run_cluster(model, tasks, size, 2, args.outputs, args.persist)
-    print(f"2 worker processes:             {two:8.2f} s")
-    after = run_local(session, tasks, size, options)
-    local = (before + after) / 2  # (before and after the cluster runs: the machine's speed drifts)
-    print(f"local (one process, no Dask):   {local:8.2f} s  ({before:.2f} s before, {after:.2f} s after)")
-    print(f"throughput, 2 workers / 1:      {one / two:8.2f}x  (target >= 1.7)")
-    overhead = one - local
-    print(f"overhead per task (1 worker):   {1000 * overhead / tasks:8.1f} ms of {1000 * one / tasks:.1f} ms a task = "
-          f"{100 * overhead / one:.1f} %  (target <= 5 %); of it outside the tasks (scheduling, gathering "
-          f"the outputs): {1000 * (one - computing) / tasks:.1f} ms")
+    speedups, overheads, outside = [], [], []
+    for r in range(args.rounds):
+        print(f"round {r + 1} of {args.rounds}")
+        before = run_local(session, tasks, size, options)
+        one, computing = run_cluster(model, tasks, size, 1, args.outputs, args.persist)
+        print(f"1 worker process:               {one:8.2f} s  (tasks computing {computing:.2f} s)")
+        two, _ = run_cluster(model, tasks, size, 2, args.outputs, args.persist)
+        print(f"2 worker processes:             {two:8.2f} s")
+        after = run_local(session, tasks, size, options)
+        local = (before + after) / 2  # (before and after the cluster runs: the machine's speed drifts)
+        print(f"local (one process, no Dask):   {local:8.2f} s  ({before:.2f} s before, {after:.2f} s after)")
+        print(f"throughput, 2 workers / 1:      {one / two:8.2f}x  (target >= 1.7)")
+        overhead = one - local
+        print(f"overhead per task (1 worker):   {1000 * overhead / tasks:8.1f} ms of {1000 * one / tasks:.1f} ms "
+              f"a task = {100 * overhead / one:.1f} %  (target <= 5 %); of it outside the tasks (scheduling, "
+              f"gathering the outputs): {1000 * (one - computing) / tasks:.1f} ms")
+        speedups.append(one / two)
+        overheads.append(100 * overhead / one)
+        outside.append(100 * (one - computing) / one)
+    if args.rounds > 1:
+        for name, values, unit in (("throughput, 2 workers / 1", speedups, "x"), ("overhead per task", overheads, " %"),
+                                   ("of it outside the tasks", outside, " %")):
+            print(f"{name + ':':31s} median {statistics.median(values):.2f}{unit} "
+                  f"({min(values):.2f}-{max(values):.2f}) over {args.rounds} rounds")
 
 if __name__ == "__main__":
     main()

@@ -190,7 +190,8 @@ def test_callers_back_off_from_a_worker_that_kept_them_waiting():
 
     claim = numba.njit(lambda block: pool.claim(block, 1))
     take_back = numba.njit(nogil=True)(lambda block, own: pool.take_back(block, 0, own))  # (the Timer runs)
-    if numba.njit(lambda: pool.ticks())() == 0:
+    ticks = numba.njit(lambda: pool.ticks())
+    if ticks() == 0:
         pytest.skip("no cycle counter on this CPU: callers never back off")
     block = np.zeros(pool.HEADER + pool.SLOT, np.int64)
     block[0], state = 1, pool.HEADER
@@ -208,6 +209,8 @@ def test_callers_back_off_from_a_worker_that_kept_them_waiting():
     started_and_done_after(0.05)
     assert take_back(block, 0) is False and block[state] == pool.IDLE
     assert block[pool.BACKED_OFF] == 1 and block[state + pool.WINDOW] == pool.BACK_OFF
+    assert 0 < block[state + pool.UNTIL] <= ticks() + pool.BACK_OFF  # (a pause of BACK_OFF from the wait's end)
+    block[state + pool.UNTIL] += 10**12  # (a pause that outlasts this test on any machine)
     assert claim(block) == 0 and block[state] == pool.IDLE  # left alone
     started_and_done_after(0.05)
     assert take_back(block, 0) is False and block[state + pool.WINDOW] == 2 * pool.BACK_OFF  # again, soon
