@@ -78,7 +78,7 @@ class Threads:
     track_ratio_to_onnxruntime_default_threads.unit = track_ratio_to_openvino_default_threads.unit = "ratio"
 
 
-def streams_speedup(streams: int = 2, chunks: int = 400) -> float:
+def streams_speedup(streams: int = 2, chunks: int = 2000) -> float:
     """Throughput of `streams` Python threads, each a stream of chunks through one Session of the
     streaming VAD (one thread per session), over the throughput of one thread doing the same work."""
     import rnnloop
@@ -116,7 +116,7 @@ class Streams:
     track_two_streams_throughput.unit = "x"
 
 
-if __name__ == "__main__":  # the table: python benchmarks/bench_threads.py [--busy] [rounds [case ...]]
+if __name__ == "__main__":  # the table: python benchmarks/bench_threads.py [--busy] [rounds [case ... | streams]]
     import subprocess
     import sys
     if "--busy" in sys.argv:  # a process that keeps one core busy meanwhile (a shared server)
@@ -125,7 +125,8 @@ if __name__ == "__main__":  # the table: python benchmarks/bench_threads.py [--b
         import atexit
         atexit.register(busy.kill)
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    chosen = sys.argv[2:] or list(CASES)
+    chosen = [c for c in sys.argv[2:] if c != "streams"] if sys.argv[2:] else list(CASES)
+    streams = not sys.argv[2:] or "streams" in sys.argv[2:]  # (the case "streams": one Session, 2 threads)
     print(f"median ms per call over {rounds} rounds of 5 interleaved calls (range); ratios: rnnloop's time over each "
           "engine's at the same threads, median (range)")
     print(f"{'model':20s} {'threads':8s} " + " ".join(f"{e:>20s}" for e in ENGINES) + f" {'vs onnxruntime':>18s} {'vs openvino':>18s}")
@@ -144,7 +145,7 @@ if __name__ == "__main__":  # the table: python benchmarks/bench_threads.py [--b
             label = "1" if threads == 1 else "default"
             print(f"{case:20s} {label:8s} " + " ".join(f"{c:>20s}" for c in cells) + " " + " ".join(f"{r:>18s}" for r in ratios))
             sys.stdout.flush()
-    if sys.argv[2:]:
+    if not streams:
         sys.exit(0)
     speedups = [streams_speedup() for _ in range(rounds)]
     print(f"vad_stream, one Session, 2 streams in 2 threads: {np.median(speedups):.2f}x the throughput of 1 thread "
