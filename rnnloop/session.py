@@ -249,10 +249,10 @@ class _Direct:
 
 def _workers(threads: int):
     """The workers that share the products of compiled code for a session of `threads` threads (none
-    for one thread, or with RNNLOOP_SHARE_PRODUCTS=0). Measured alone on the 2-core machine, a batch-1
-    LSTM (1, 128, 256, 200) took 1.53 ms a call against 2.79 on one thread; with a busy process on
-    the other core, 5.1 against 3.3 (onnxruntime at its default threads: 6.4 against 3.4; see the
-    README's Threads)."""
+    for one thread, or with RNNLOOP_SHARE_PRODUCTS=0). On the 2-core machine (benchmarks/bench_threads.py,
+    2026-11-27), a batch-1 LSTM (1, 128, 256, 200) took 1.67 ms a call against 3.18 on one thread;
+    with a busy process on the other core (--busy), 5.1 against 3.3 (onnxruntime at its default
+    threads: 6.4 against 3.4; see the README's Threads)."""
     if os.environ.get("RNNLOOP_SHARE_PRODUCTS", "1") == "0":
         return None
     from .codegen import pool

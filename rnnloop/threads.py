@@ -61,6 +61,8 @@ def resolve(threads: int | None) -> int:
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _pool_size = 0
 _pool_lock = threading.Lock()
+
+
 class _Local(threading.local):
     in_part = False  # this thread runs a part of a split call (never split again). (A class default:
     #                  getattr of a thread's missing attribute with a default took 0.4 µs a call.)

@@ -323,6 +323,16 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
     setup, rows, at = [], [], {}
     viewed: set[str] = set()  # the parameters read through a row view r{p}
     leading: dict[str, list[str]] = {}  # parameter -> its index along each axis but the last
+
+    def row_view(p: str) -> str:
+        """r{p}: parameter p's row at the sink's leading indices (all of a 1-D p), made once."""
+        if p not in viewed:
+            viewed.add(p)
+            lead = leading[p]
+            row = f"np.ascontiguousarray({p}[{', '.join(lead)}])" if lead else f"np.ascontiguousarray({p})"
+            (rows if lead else setup).append(f"r{p} = {row}")
+        return f"r{p}"
+
     last: dict[str, str] = {}  # parameter -> its index along the last axis
     # Arrays read or written at the sink's index: not column parts, nor an array only read through
     # its parts.
@@ -358,22 +368,10 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
             whole, first = columns[v.expr]
             column = f"np.uint64({first} + {idx[-1]})"
             pw = name[whole]
-            if whole in contiguous:
-                at[p] = f"{pw}[{', '.join(leading[pw] + [column])}]"
-            else:
-                if pw not in viewed:
-                    viewed.add(pw)
-                    row = f"np.ascontiguousarray({pw}[{', '.join(leading[pw])}])" if len(leading[pw]) else \
-                        f"np.ascontiguousarray({pw})"
-                    (rows if leading[pw] else setup).append(f"r{pw} = {row}")
-                at[p] = f"r{pw}[{column}]"
+            at[p] = f"{pw}[{', '.join(leading[pw] + [column])}]" if whole in contiguous else \
+                f"{row_view(pw)}[{column}]"
         else:
-            if p not in viewed:
-                viewed.add(p)
-                row = f"np.ascontiguousarray({p}[{', '.join(leading[p])}])" if v.rank > 1 else \
-                    f"np.ascontiguousarray({p})"
-                (rows if v.rank > 1 else setup).append(f"r{p} = {row}")
-            at[p] = f"r{p}[{last[p]}]"
+            at[p] = f"{row_view(p)}[{last[p]}]"
 
     params = [p for e, p in name.items() if e not in columns]
     lines = [HELPER,

@@ -29,9 +29,8 @@ def generate_region(body: Graph, label: str) -> KernelModule:
     g.define_constants(body, "region")
     g.pre("t = 0")  # (errors report an iteration; straight-line code has none)
     emit_ops(g, body, set(), hoist=False)
-    outputs, returned = [], set()
-    for name in body.outputs:
-        outputs.append(_returned(g, name, returned))
+    returned: set[str] = set()
+    outputs = [_returned(g, name, returned) for name in body.outputs]
     results = ", ".join(v.expr for v in outputs)
     lines = [ENTRY, f"def kernel({', '.join(g.params)}):", f'    """{code_text(label)}"""',
              *g.pre.lines, *g.body.lines,
