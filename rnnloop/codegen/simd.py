@@ -14,18 +14,24 @@ makes them; OpenBLAS as configured here, OPENBLAS_CORETYPE=Haswell):
 
 The method is BLIS's. The weights b [k, n] are packed once (at load for a model's constant
 weights, else once per run) into panels of P columns, [ceil(n / P), k, P], contiguous and
-zero-padded; per product, a is copied CHUNK rows at a time into blocks of ROWS rows (four where
-seven or eight are left: _block_rows), [blocks, DEPTH, ROWS], so that each block is one stream. For
-each panel and block, a ROWS x P block of out accumulates in twelve vector registers over DEPTH steps
-of the inner dimension and is stored once. Numba has no vector types, and LLVM's loop vectorizer does
-not keep such a block in registers: it reloads and stores out at every k, behind runtime alias checks
-that fail for some row counts (8 GFLOP/s). So this module defines a vector type with six operations:
-zero, load, store, splat, broadcast of an element and multiply-add (`llvm.fmuladd`: an FMA where the CPU has one, as
-in BLAS); a clamp, for the activation a convolution applies as it stores (conv_rt.py); and a
-prefetch, with which a block asks for the next panel while it works on one. A
+zero-padded; per product, a is copied CHUNK rows at a time into blocks of up to ROWS rows
+(_block_rows), each [DEPTH, R] for the R rows of the tile that computes it (_tile_rows), so that
+each block is one stream. For each panel and block, an R x P block of out accumulates in 2R vector
+registers over DEPTH steps of the inner dimension and is stored once (_tile). Numba has no vector
+types, and LLVM's loop vectorizer does not keep such a block in registers: it reloads and stores out
+at every k, behind runtime alias checks that fail for some row counts (8 GFLOP/s). So this module
+defines a vector type with six operations: zero, load, store, splat, broadcast of an element and
+multiply-add (`llvm.fmuladd`: an FMA where the CPU has one, as in BLAS), and a clamp, for the
+activation a convolution applies as it stores (conv_rt.py); the tile itself is generated as LLVM IR,
+row by row, with a prefetch with which a block asks for the next panel while it works on one. A
 vector is 64 bytes (16 float32) where the CPU has AVX-512, else 32 (8 float32, AVX2): the width is
 read from the CPU Numba compiles for, so a kernel cached on one machine is not reused on another
-(Numba's cache is keyed by the CPU and its features).
+(Numba's cache is keyed by the CPU and its features). AVX-512's 32 vector registers hold a tile of
+12 rows (24 accumulators), AVX2's 16 one of six. Tiles of six rows where twelve fit ran at 0.74-0.94
+of their speed on a 2-core Xeon with AVX-512 (2026-11-28, medians of 9 interleaved rounds, GMAC/s
+of six rows against twelve): 12 x 256 x 1024 66.6 against 71.9, 12 x 512 x 2000 48.9 against 65.7,
+128 x 512 x 1024 65.1 against 77.2, 8 x 128 x 512 48.8 against 60.7, where onnxruntime's MLAS ran
+at 53-62, 46-49, 76-80 and 32-35 (the peak of its FMA units is 110).
 
 A single row (batch 1) is a matrix-vector product, bound by reading the weights: it reads the same
 panels eight or four at a time (_row). With 32-byte vectors, OpenBLAS's blocking for large matrices wins
@@ -61,8 +67,10 @@ def _vector_bytes() -> int:
 
 
 VECTOR_BYTES = _vector_bytes()
-ROWS = 6  # rows of a per block: 12 accumulators + 2 panel vectors + 1 splat (AVX2 has 16 registers)
-CHUNK = 16 * ROWS  # rows of a per pass: their copy, [CHUNK, DEPTH], takes 48-96 KiB (L2 is 1 MiB)
+# Rows of a per block, the largest tile: 2 ROWS accumulators + 2 panel vectors + 1 splat in registers,
+# of which AVX-512 has 32 and AVX2 16.
+ROWS = 12 if VECTOR_BYTES == 64 else 6
+CHUNK = 96  # rows of a per pass: their copy, [CHUNK, DEPTH], takes 96 KiB of float32 (L2 is 1-2 MiB)
 DEPTH = 256  # inner dimension per pass: a panel's part then fills 16 KiB (32 with 64-byte vectors) of L1
 MAX_ROWS = 128 if VECTOR_BYTES == 32 else np.iinfo(np.int64).max
 
@@ -80,6 +88,12 @@ class _VectorModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
         element = ir.FloatType() if fe_type.dtype == types.float32 else ir.DoubleType()
         super().__init__(dmm, fe_type, ir.VectorType(element, VECTOR_BYTES // (fe_type.dtype.bitwidth // 8)))
+
+
+def _splat(builder, vector_type, x):
+    """The LLVM vector of vector_type with every lane x (an insert and a shuffle: one broadcast)."""
+    one = builder.insert_element(ir.Constant(vector_type, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), vector_type.count), None))
 
 
 def _address(context, builder, array_type, array, index):
@@ -115,9 +129,7 @@ def _vsplat(typingctx, x):
     vector = Vector(x)
 
     def codegen(context, builder, sig, args):
-        llty = context.get_value_type(vector)
-        one = builder.insert_element(ir.Constant(llty, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
-        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), llty.count), None))
+        return _splat(builder, context.get_value_type(vector), args[0])
     return vector(x), codegen
 
 
@@ -129,10 +141,7 @@ def _vbroadcast(typingctx, array, index):
     vector = Vector(array.dtype)
 
     def codegen(context, builder, sig, args):
-        llty = context.get_value_type(vector)
-        x = builder.load(_address(context, builder, array, *args))
-        one = builder.insert_element(ir.Constant(llty, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
-        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), llty.count), None))
+        return _splat(builder, context.get_value_type(vector), builder.load(_address(context, builder, array, *args)))
     return vector(array, types.intp), codegen
 
 
@@ -168,19 +177,13 @@ def _vclamp(typingctx, v, lo, hi):
     return v(v, v, v), codegen
 
 
-@intrinsic
-def _prefetch(typingctx, array, index):
-    """Ask for the cache line of array's element `index` (flat, as _vload) to be brought in (x86's
-    prefetcht1; which cache it lands in is the CPU's choice); a hint that never faults."""
-    def codegen(context, builder, sig, args):
-        i8p = ir.IntType(8).as_pointer()
-        address = builder.bitcast(_address(context, builder, array, *args), i8p)
-        signature = ir.FunctionType(ir.VoidType(), [i8p] + [ir.IntType(32)] * 3)
-        fn = cgutils.get_or_insert_function(builder.module, signature, "llvm.prefetch.p0")
-        read, locality, data = (ir.Constant(ir.IntType(32), v) for v in (0, 2, 1))
-        builder.call(fn, [address, read, locality, data])
-        return context.get_dummy_value()
-    return types.none(array, types.intp), codegen
+def _prefetch_address(builder, address):
+    """x86's prefetcht1 of the cache line at `address` (which cache it lands in is the CPU's choice)."""
+    i8p = ir.IntType(8).as_pointer()
+    signature = ir.FunctionType(ir.VoidType(), [i8p] + [ir.IntType(32)] * 3)
+    fn = cgutils.get_or_insert_function(builder.module, signature, "llvm.prefetch.p0")
+    read, locality, data = (ir.Constant(ir.IntType(32), v) for v in (0, 2, 1))
+    builder.call(fn, [builder.bitcast(address, i8p), read, locality, data])
 
 
 @intrinsic
@@ -264,23 +267,24 @@ def multiply(a, packed, out, backwards):
         _row(a[0], panel_data, k, n, out, direct, backwards)
         return True
     edge = np.empty((ROWS, width), out.dtype)
-    rows_data = np.empty(CHUNK * min(k, DEPTH), out.dtype)
+    rows_data = np.empty((CHUNK + ROWS) * min(k, DEPTH), out.dtype)  # (+ the last block's padding)
     for m0 in range(0, m, CHUNK):  # CHUNK rows of a at a time, so that their copy stays in cache
         mc = min(CHUNK, m - m0)
         for k0 in range(0, k, DEPTH):
             k1 = min(k, k0 + DEPTH)
             depth = k1 - k0
             add = k0 > 0
-            # a[m0:m0 + mc, k0:k1] in blocks of up to ROWS rows (_block_rows), [blocks, depth, ROWS]: a
-            # stream of splats each; a block's last row repeats where it has fewer.
-            i, bl = 0, 0
+            # a[m0:m0 + mc, k0:k1] in blocks of up to ROWS rows (_block_rows), each [depth, R] for its
+            # tile's R rows (_tile_rows): a stream of splats; a block's last row repeats where it has fewer.
+            i, start = 0, 0
             while i < mc:
                 rows = _block_rows(mc - i)
+                tile = _tile_rows(rows)
                 for kk in range(depth):
-                    for r in range(ROWS):
-                        rows_data[(bl * depth + kk) * ROWS + r] = a[m0 + i + min(r, rows - 1), k0 + kk]
+                    for r in range(tile):
+                        rows_data[start + kk * tile + r] = a[m0 + i + min(r, rows - 1), k0 + kk]
                 i += rows
-                bl += 1
+                start += depth * tile
             for q in range(panels):
                 p = panels - 1 - q if backwards else q
                 j = p * width
@@ -291,11 +295,10 @@ def multiply(a, packed, out, backwards):
                 # against 584-689 without; from L3, alike.
                 following = p - 1 if backwards else p + 1
                 ahead = (following * k + k0) * width if 0 <= following < panels else offset
-                i, bl = m0, 0
+                i, start = m0, 0
                 while i < m0 + mc:
                     rows = _block_rows(m0 + mc - i)
-                    start = bl * depth * ROWS
-                    fetch = depth if bl == 0 else 0
+                    fetch = depth if i == m0 else 0
                     if whole:
                         _block(rows_data, start, rows, panel_data, offset, depth, out, i * stride + j, stride, add,
                                ahead, fetch)
@@ -305,16 +308,17 @@ def multiply(a, packed, out, backwards):
                             for c in range(min(width, n - j)):
                                 out[i + r, j + c] = out[i + r, j + c] + edge[r, c] if add else edge[r, c]
                     i += rows
-                    bl += 1
+                    start += depth * _tile_rows(rows)
     return True
 
 
 @njit(nogil=True, inline="always")
 def _block_rows(left):
-    """The rows of the next block when `left` rows remain: ROWS, but four when seven or eight remain.
-    _block's loops take ROWS rows (ROWS cycles a step of the inner dimension: two FMAs a row, two a
-    cycle) or four (four cycles, its FMAs' latency); so eight rows as 4 + 4 take eight cycles a step,
-    as 6 + 2 ten. An 8 x 128 x 512 product (a VAD's hoisted input product): 15 against 17-23 µs."""
+    """The rows of the next block when `left` rows remain: ROWS, but four of a ROWS of six when seven or
+    eight remain. A tile of six rows takes six cycles a step of the inner dimension (two FMAs a row,
+    two a cycle), one of four four (its FMAs' latency); so eight rows as 4 + 4 take eight cycles a
+    step, as 6 + 2 ten. An 8 x 128 x 512 product (a VAD's hoisted input product): 15 against 17-23 µs.
+    (With twelve rows, eight is one tile of eight.)"""
     return 4 if ROWS < left <= 8 else min(ROWS, left)
 
 
@@ -423,91 +427,157 @@ def _row_rest(x, panel_data, k, n, out, first):
             out[0, j + c] = edge[0, c]
 
 
-@njit(nogil=True, inline="always")
-def _prefetch_step(panel_data, at, lanes):
-    """Ask for one step of a panel from flat element `at`: a line (two with 64-byte vectors)."""
-    _prefetch(panel_data, at)
-    if VECTOR_BYTES == 64:
-        _prefetch(panel_data, at + lanes)
-
-
-@njit(nogil=True, inline="always")
-def _step(rows_data, x0, panel_data, o, lanes, c, rows):
-    """One step of the inner dimension for `rows` (4 or 6, a literal) rows: c (twelve accumulators,
-    two a row) plus the rows' elements from flat element x0 of rows_data times the panel's step from
-    flat element o of panel_data."""
-    c0a, c0b, c1a, c1b, c2a, c2b, c3a, c3b, c4a, c4b, c5a, c5b = c
-    b0, b1 = _vload(panel_data, o), _vload(panel_data, o + lanes)
-    x = _vbroadcast(rows_data, x0)
-    c0a, c0b = _vfma(x, b0, c0a), _vfma(x, b1, c0b)
-    x = _vbroadcast(rows_data, x0 + 1)
-    c1a, c1b = _vfma(x, b0, c1a), _vfma(x, b1, c1b)
-    x = _vbroadcast(rows_data, x0 + 2)
-    c2a, c2b = _vfma(x, b0, c2a), _vfma(x, b1, c2b)
-    x = _vbroadcast(rows_data, x0 + 3)
-    c3a, c3b = _vfma(x, b0, c3a), _vfma(x, b1, c3b)
-    if rows > 4:
-        x = _vbroadcast(rows_data, x0 + 4)
-        c4a, c4b = _vfma(x, b0, c4a), _vfma(x, b1, c4b)
-        x = _vbroadcast(rows_data, x0 + 5)
-        c5a, c5b = _vfma(x, b0, c5a), _vfma(x, b1, c5b)
-    return c0a, c0b, c1a, c1b, c2a, c2b, c3a, c3b, c4a, c4b, c5a, c5b
-
-
-@njit(nogil=True)
-def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add, ahead, fetch):
-    """One block of `rows` rows (<= ROWS; from flat element `start` of rows_data, [depth, ROWS])
-    times `depth` rows of one panel (from flat element `offset` of panel_data, [depth, P]): into dst
-    from flat element `at`, row stride `stride`, added to what dst holds if `add`. Four rows or
-    fewer take a loop of four."""
-    lanes = _lanes(dst)
-    c0a = c0b = c1a = c1b = c2a = c2b = c3a = c3b = c4a = c4b = c5a = c5b = _vzero(dst)
-    if add:
-        c0a, c0b = _vload(dst, at), _vload(dst, at + lanes)
-        if rows > 1:
-            c1a, c1b = _vload(dst, at + stride), _vload(dst, at + stride + lanes)
-        if rows > 2:
-            c2a, c2b = _vload(dst, at + 2 * stride), _vload(dst, at + 2 * stride + lanes)
-        if rows > 3:
-            c3a, c3b = _vload(dst, at + 3 * stride), _vload(dst, at + 3 * stride + lanes)
-        if rows > 4:
-            c4a, c4b = _vload(dst, at + 4 * stride), _vload(dst, at + 4 * stride + lanes)
-        if rows > 5:
-            c5a, c5b = _vload(dst, at + 5 * stride), _vload(dst, at + 5 * stride + lanes)
-    c = (c0a, c0b, c1a, c1b, c2a, c2b, c3a, c3b, c4a, c4b, c5a, c5b)
-    # The first `fetch` steps also ask for the next panel's (see multiply), in a loop of their own:
-    # a test in the loop cost a 12 x 512 x 2000 product 7-8% with its weights in L3 (nothing when they
-    # come from memory) and other shapes 3-13%.
-    if rows > 4:
-        for kk in range(fetch):
-            c = _step(rows_data, start + kk * ROWS, panel_data, offset + kk * 2 * lanes, lanes, c, 6)
-            _prefetch_step(panel_data, ahead + kk * 2 * lanes, lanes)
-        for kk in range(fetch, depth):
-            c = _step(rows_data, start + kk * ROWS, panel_data, offset + kk * 2 * lanes, lanes, c, 6)
+def _masked(builder, operation, vector_type, bits, pointer, mask, value):
+    """llvm.masked.load (value: what masked-off lanes hold) or llvm.masked.store (value: what to store)
+    of a vector at `pointer`, element-aligned: a lane masked off is not touched, so it never faults."""
+    name = f"llvm.masked.{operation}.v{vector_type.count}f{bits}.p0"
+    align = ir.Constant(ir.IntType(32), bits // 8)
+    mask_type = ir.VectorType(ir.IntType(1), vector_type.count)
+    pointer_type = vector_type.as_pointer()
+    if operation == "load":
+        signature = ir.FunctionType(vector_type, [pointer_type, ir.IntType(32), mask_type, vector_type])
+        args = [pointer, align, mask, value]
     else:
-        for kk in range(fetch):
-            c = _step(rows_data, start + kk * ROWS, panel_data, offset + kk * 2 * lanes, lanes, c, 4)
-            _prefetch_step(panel_data, ahead + kk * 2 * lanes, lanes)
-        for kk in range(fetch, depth):
-            c = _step(rows_data, start + kk * ROWS, panel_data, offset + kk * 2 * lanes, lanes, c, 4)
-    c0a, c0b, c1a, c1b, c2a, c2b, c3a, c3b, c4a, c4b, c5a, c5b = c
-    _vstore(dst, at, c0a)
-    _vstore(dst, at + lanes, c0b)
-    if rows > 1:
-        _vstore(dst, at + stride, c1a)
-        _vstore(dst, at + stride + lanes, c1b)
-    if rows > 2:
-        _vstore(dst, at + 2 * stride, c2a)
-        _vstore(dst, at + 2 * stride + lanes, c2b)
-    if rows > 3:
-        _vstore(dst, at + 3 * stride, c3a)
-        _vstore(dst, at + 3 * stride + lanes, c3b)
-    if rows > 4:
-        _vstore(dst, at + 4 * stride, c4a)
-        _vstore(dst, at + 4 * stride + lanes, c4b)
-    if rows > 5:
-        _vstore(dst, at + 5 * stride, c5a)
-        _vstore(dst, at + 5 * stride + lanes, c5b)
+        signature = ir.FunctionType(ir.VoidType(), [vector_type, pointer_type, ir.IntType(32), mask_type])
+        args = [value, pointer, align, mask]
+    return builder.call(cgutils.get_or_insert_function(builder.module, signature, name), args)
+
+
+def _steps(builder, first, last, accumulators, step):
+    """A loop over kk in [first, last) that threads the accumulators through `step(kk, accumulators)`
+    as phi nodes (registers, at any optimisation level); returns their values after it."""
+    before = builder.block
+    header = builder.append_basic_block("tile.steps")
+    body = builder.append_basic_block("tile.step")
+    after = builder.append_basic_block("tile.done")
+    builder.branch(header)
+    builder.position_at_end(header)
+    kk = builder.phi(first.type)
+    kk.add_incoming(first, before)
+    phis = []
+    for value in accumulators:
+        phi = builder.phi(value.type)
+        phi.add_incoming(value, before)
+        phis.append(phi)
+    builder.cbranch(builder.icmp_signed("<", kk, last), body, after)
+    builder.position_at_end(body)
+    updated = step(kk, phis)
+    following = builder.add(kk, ir.Constant(kk.type, 1))
+    end = builder.block
+    kk.add_incoming(following, end)
+    for phi, value in zip(phis, updated):
+        phi.add_incoming(value, end)
+    builder.branch(header)
+    builder.position_at_end(after)
+    return phis
+
+
+@intrinsic
+def _tile(typingctx, tile_rows, rows_data, start, live, panel_data, offset, depth, dst, at, stride, add, ahead,
+          fetch):
+    """The micro-kernel: a block of R rows (tile_rows, a literal) times `depth` steps of one panel.
+
+    rows_data holds the block from flat element `start` as [depth, R] (its rows' elements of one step
+    side by side), panel_data the panel's steps from flat element `offset` as [depth, P]. The R x P
+    result accumulates in 2R vector registers, threaded through the loop as phi nodes, over the
+    steps: a step loads the panel's two vectors and, row by row, broadcasts the row's element and
+    multiply-adds it into the row's two accumulators. The accumulators start from dst (from flat
+    element `at`, rows `stride` apart) if `add`, else from zero; the first `live` rows are stored
+    back, the others (padding) are not. The first `fetch` steps also ask for the step of the panel
+    at `ahead` (prefetch). Generated in Python loops over the rows, since Numba has no way to name
+    2R accumulators but as 2R variables."""
+    if not isinstance(tile_rows, types.IntegerLiteral):
+        return None
+    rows = tile_rows.literal_value
+    vector = Vector(dst.dtype)
+    bits = dst.dtype.bitwidth
+
+    def codegen(context, builder, sig, args):
+        _, rows_, start_, live_, panel_, offset_, depth_, dst_, at_, stride_, add_, ahead_, fetch_ = args
+        vector_type = context.get_value_type(vector)
+        lanes = vector_type.count
+        mask_type = ir.VectorType(ir.IntType(1), lanes)  # all lanes or none: whether a row is loaded, stored
+        intp = context.get_value_type(types.intp)
+        x_data = context.make_array(sig.args[1])(context, builder, rows_).data
+        p_data = context.make_array(sig.args[4])(context, builder, panel_).data
+        d_data = context.make_array(sig.args[7])(context, builder, dst_).data
+
+        def number(value):
+            return ir.Constant(intp, value)
+
+        def at_vector(data, index):
+            return builder.bitcast(builder.gep(data, [index]), vector_type.as_pointer())
+
+        def row_vectors(r):  # where row r's two vectors of dst are, and whether the row is stored
+            row = builder.add(at_, builder.mul(stride_, number(r)))
+            pointers = (at_vector(d_data, row), at_vector(d_data, builder.add(row, number(lanes))))
+            return pointers, builder.icmp_signed("<", number(r), live_)
+
+        add_bit = context.cast(builder, add_, sig.args[10], types.boolean)
+        zero = ir.Constant(vector_type, None)
+        accumulators = []
+        for r in range(rows):
+            pointers, stored = row_vectors(r)
+            mask = _splat(builder, mask_type, builder.and_(stored, add_bit))
+            accumulators += [_masked(builder, "load", vector_type, bits, p, mask, zero) for p in pointers]
+        fmuladd = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vector_type, [vector_type] * 3),
+            f"llvm.fmuladd.v{lanes}f{bits}")
+
+        def step(kk, accumulators, prefetch=False):
+            o = builder.add(offset_, builder.mul(kk, number(2 * lanes)))
+            b = [builder.load(at_vector(p_data, o), align=bits // 8),
+                 builder.load(at_vector(p_data, builder.add(o, number(lanes))), align=bits // 8)]
+            x0 = builder.add(start_, builder.mul(kk, number(rows)))
+            updated = []
+            for r in range(rows):
+                x = _splat(builder, vector_type, builder.load(builder.gep(x_data, [builder.add(x0, number(r))])))
+                updated += [builder.call(fmuladd, [x, b[v], accumulators[2 * r + v]]) for v in (0, 1)]
+            if prefetch:  # a step of a panel is 2 * VECTOR_BYTES bytes: one line, or two of 64 bytes
+                there = builder.add(ahead_, builder.mul(kk, number(2 * lanes)))
+                for line in range(0, 2 * VECTOR_BYTES, 64):
+                    _prefetch_address(builder, builder.gep(p_data, [builder.add(there, number(line * 8 // bits))]))
+            return updated
+
+        first = builder.select(builder.icmp_signed("<", fetch_, depth_), fetch_, depth_)
+        accumulators = _steps(builder, number(0), first, accumulators, lambda kk, c: step(kk, c, prefetch=True))
+        accumulators = _steps(builder, first, depth_, accumulators, step)
+        for r in range(rows):
+            pointers, stored = row_vectors(r)
+            mask = _splat(builder, mask_type, stored)
+            for pointer, value in zip(pointers, accumulators[2 * r:2 * r + 2]):
+                _masked(builder, "store", vector_type, bits, pointer, mask, value)
+        return context.get_dummy_value()
+    return types.none(tile_rows, rows_data, start, live, panel_data, offset, depth, dst, at, stride, add, ahead,
+                      fetch), codegen
+
+
+@njit(nogil=True, inline="always")
+def _tile_rows(rows):
+    """R, the rows of the tile that computes a block of `rows` rows: the fewest of 12, 8 and 4 (64-byte
+    vectors) or of 6 and 4 (32-byte) that hold them.
+    A step of a tile takes max(R, 4) cycles (two FMAs a row, two a cycle; four cycles are an FMA's
+    latency), so a tile of R rows should hold more than R - 4."""
+    if VECTOR_BYTES == 64:
+        return 12 if rows > 8 else 8 if rows > 4 else 4
+    return 6 if rows > 4 else 4
+
+
+@njit(nogil=True, inline="always")
+def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add, ahead, fetch):
+    """`rows` rows of a block (from flat element `start` of rows_data, [depth, _tile_rows(rows)]) times
+    `depth` steps of one panel into dst (see _tile), on the tile that holds them."""
+    if VECTOR_BYTES == 64:
+        if rows > 8:
+            _tile(12, rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add, ahead, fetch)
+        elif rows > 4:
+            _tile(8, rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add, ahead, fetch)
+        else:
+            _tile(4, rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add, ahead, fetch)
+    elif rows > 4:
+        _tile(6, rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add, ahead, fetch)
+    else:
+        _tile(4, rows_data, start, rows, panel_data, offset, depth, dst, at, stride, add, ahead, fetch)
 
 
 # The product kernels call through a symbol, as blas.py calls BLAS (see the module docstring): it
