@@ -387,3 +387,48 @@ def test_code_compiled_at_another_optimisation_level_is_cached_apart(monkeypatch
     at_1 = keys()
     assert at_1[0] != at_3[0]
     assert at_1[1] == at_3[1] + "-O1"
+
+
+def test_rnnloop_code_and_no_other_asks_llvm_for_512_bit_vectors(tmp_path, monkeypatch):
+    """vector_width.py: a generated kernel's functions carry "prefer-vector-width"="512" where the CPU
+    has AVX-512 (LLVM's tuning of Intel's cores prefers 256); a function of the user's does not."""
+    from numba import njit
+
+    from rnnloop.codegen import vector_width
+
+    if not vector_width.preferred():
+        pytest.skip("this CPU has no AVX-512 (or RNNLOOP_VECTOR_WIDTH=256): nothing is asked of LLVM")
+    monkeypatch.setenv("RNNLOOP_CACHE_DIR", str(tmp_path))
+    module = cache.load_source(SOURCE.replace("do not edit", "do not edit (vector width)"), label="w")
+
+    @njit
+    def theirs(x):
+        return x.sum()
+
+    x = np.arange(5.0)
+    assert module.kernel(x) == EXPECTED and theirs(x) == 10.0
+    attribute = '"prefer-vector-width"="512"'
+    assert attribute in next(iter(module.kernel.inspect_llvm().values()))
+    assert attribute not in next(iter(theirs.inspect_llvm().values()))
+
+
+def test_the_vector_width_keys_kernels_and_helpers(monkeypatch):
+    """Code compiled at one vector width never loads under the other (RNNLOOP_VECTOR_WIDTH=256)."""
+    from rnnloop.codegen import mathfn, vector_width
+
+    def keys():
+        vector_width.preferred.cache_clear()
+        kernel = cache._environment.__wrapped__(cache.CODEGEN_VERSION, cache.RUNTIME_MODULES)
+        helpers = cache._runtime_locator_class()(mathfn.exp_f32.py_func, mathfn.__file__).get_cache_path()
+        return kernel, helpers
+
+    try:
+        default = keys()
+        monkeypatch.setenv("RNNLOOP_VECTOR_WIDTH", "256")
+        narrow = keys()
+    finally:
+        monkeypatch.delenv("RNNLOOP_VECTOR_WIDTH")
+        vector_width.preferred.cache_clear()
+    if not vector_width.preferred():
+        pytest.skip("this CPU has no AVX-512: one width only")
+    assert default[0] != narrow[0] and "-w512" in default[1] and default[1].replace("-w512", "") == narrow[1]

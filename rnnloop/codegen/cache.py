@@ -35,7 +35,7 @@ import types
 import warnings
 from pathlib import Path
 
-from . import numba_fixes
+from . import numba_fixes, vector_width
 
 CODEGEN_VERSION = "1"  # bump when generated code changes meaning
 
@@ -108,7 +108,7 @@ def _environment(codegen_version: str, runtime_modules: tuple[str, ...]) -> str:
     import numpy
 
     parts = [codegen_version, numba.__version__, llvmlite.__version__, numpy.__version__,
-             platform.python_implementation(), platform.python_version(), _opt_level()]
+             platform.python_implementation(), platform.python_version(), _opt_level(), vector_width.preferred()]
     for module_name in runtime_modules:
         try:
             spec = importlib.util.find_spec(module_name)
@@ -301,7 +301,8 @@ def _runtime_locator_class() -> type:
         """numba caches the functions of rnnloop.codegen's modules in cache_dir()/runtime/<folder>, a
         folder per rnnloop install (numba's name for the package folder: `codegen_<hash of its path>`),
         text of its modules (modules_hash), BLAS library (simd's and conv_rt's compiled code calls the
-        one blas.py chose, which RNNLOOP_BLAS=scipy changes) and optimisation level (see _opt_level). A
+        one blas.py chose, which RNNLOOP_BLAS=scipy changes), optimisation level (see _opt_level) and
+        vector width (vector_width.py). A
         cache dir that is not private or not writable leaves them to numba's next locator (the
         package's __pycache__, as before)."""
 
@@ -311,6 +312,8 @@ def _runtime_locator_class() -> type:
             folder = f"{self.get_suitable_cache_subpath(py_file)}-{modules_hash()}"
             if os.environ.get("RNNLOOP_BLAS", "") == "scipy":
                 folder += "-scipy"
+            if vector_width.preferred():
+                folder += f"-w{vector_width.preferred()}"
             level = _opt_level()
             if level != "3":
                 folder += f"-O{level}"
@@ -353,6 +356,7 @@ def install_runtime_locator() -> None:
             return
         _runtime_root = cache_dir() / "runtime"
         numba_fixes.install()  # (before anything compiles)
+        vector_width.install()
         try:
             from numba.core import caching
             from numba.core.dispatcher import Dispatcher
