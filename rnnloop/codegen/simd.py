@@ -443,28 +443,42 @@ def _masked(builder, operation, vector_type, bits, pointer, mask, value):
     return builder.call(cgutils.get_or_insert_function(builder.module, signature, name), args)
 
 
-def _steps(builder, first, last, accumulators, step):
+def _steps(builder, first, last, accumulators, step, unroll=1):
     """A loop over kk in [first, last) that threads the accumulators through `step(kk, accumulators)`
-    as phi nodes (registers, at any optimisation level); returns their values after it."""
+    as phi nodes (registers, at any optimisation level); returns their values after it. With
+    `unroll` > 1, a loop body makes that many steps, and a loop of single steps takes the rest."""
+    if unroll > 1:
+        whole = builder.sub(last, builder.srem(builder.sub(last, first), ir.Constant(last.type, unroll)))
+
+        def steps(kk, values):
+            for u in range(unroll):
+                values = step(builder.add(kk, ir.Constant(kk.type, u)), values)
+            return values
+        accumulators = _loop(builder, first, whole, unroll, accumulators, steps)
+        first = whole
+    return _loop(builder, first, last, 1, accumulators, step)
+
+
+def _loop(builder, first, last, stride, values, body):
+    """for kk in range(first, last, stride): values = body(kk, values), as LLVM blocks with phi nodes."""
     before = builder.block
     header = builder.append_basic_block("tile.steps")
-    body = builder.append_basic_block("tile.step")
+    inside = builder.append_basic_block("tile.step")
     after = builder.append_basic_block("tile.done")
     builder.branch(header)
     builder.position_at_end(header)
     kk = builder.phi(first.type)
     kk.add_incoming(first, before)
     phis = []
-    for value in accumulators:
+    for value in values:
         phi = builder.phi(value.type)
         phi.add_incoming(value, before)
         phis.append(phi)
-    builder.cbranch(builder.icmp_signed("<", kk, last), body, after)
-    builder.position_at_end(body)
-    updated = step(kk, phis)
-    following = builder.add(kk, ir.Constant(kk.type, 1))
+    builder.cbranch(builder.icmp_signed("<", kk, last), inside, after)
+    builder.position_at_end(inside)
+    updated = body(kk, phis)
     end = builder.block
-    kk.add_incoming(following, end)
+    kk.add_incoming(builder.add(kk, ir.Constant(kk.type, stride)), end)
     for phi, value in zip(phis, updated):
         phi.add_incoming(value, end)
     builder.branch(header)
@@ -540,8 +554,10 @@ def _tile(typingctx, tile_rows, rows_data, start, live, panel_data, offset, dept
             return updated
 
         first = builder.select(builder.icmp_signed("<", fetch_, depth_), fetch_, depth_)
-        accumulators = _steps(builder, number(0), first, accumulators, lambda kk, c: step(kk, c, prefetch=True))
-        accumulators = _steps(builder, first, depth_, accumulators, step)
+        # Two steps a loop iteration: in L1, a 12-row tile ran at 101 GMAC/s against 95 one step at a
+        # time (four: 96; the FMA units' peak is 110; a 2-core Xeon with AVX-512, ad hoc).
+        accumulators = _steps(builder, number(0), first, accumulators, lambda kk, c: step(kk, c, prefetch=True), 2)
+        accumulators = _steps(builder, first, depth_, accumulators, step, 2)
         for r in range(rows):
             pointers, stored = row_vectors(r)
             mask = _splat(builder, mask_type, stored)
