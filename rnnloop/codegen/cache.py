@@ -41,7 +41,8 @@ CODEGEN_VERSION = "1"  # bump when generated code changes meaning
 
 # rnnloop modules that generated code imports. Numba does not notice when a function a cached
 # kernel calls changes in another module, so their text is part of every kernel's file name.
-RUNTIME_MODULES: tuple[str, ...] = ("rnnloop.codegen.blas", "rnnloop.codegen.mathfn", "rnnloop.codegen.runtime")
+RUNTIME_MODULES: tuple[str, ...] = ("rnnloop.codegen.blas", "rnnloop.codegen.mathfn", "rnnloop.codegen.runtime",
+                                   "rnnloop.codegen.vectors")  # (vectors: simd's and conv_rt's operations)
 # Modules that only the kernels using them import (`from rnnloop.codegen import NAME as ...`): their
 # text is in those kernels' names alone, so a change to one recompiles only its users.
 OPTIONAL_MODULES: tuple[str, ...] = ("rnnloop.codegen.simd", "rnnloop.codegen.resize_rt", "rnnloop.codegen.conv_rt", "rnnloop.codegen.signal",

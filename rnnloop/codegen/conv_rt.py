@@ -74,8 +74,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import blas
-from .simd import (MAX_ROWS, _lanes, _vbroadcast, _vclamp, _vfma, _vload, _vsplat, _vstore,  # (see simd.py)
-                   multiply, panel_width)
+from .simd import MAX_ROWS, multiply, panel_width
+from .vectors import _lanes, _vbroadcast, _vclamp, _vfma, _vload, _vsplat, _vstore
 
 _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64  # called on views of layout 'A' only (x[a:b, :],
 #   not x[a:b]): one compiled product per dtype serves every call
@@ -213,7 +213,7 @@ def _axpy(y, ys, v, x, xs, count, step):
 
 @njit(nogil=True, inline="always")
 def _clamp(v, bounds):
-    """v held to bounds (lo, hi), NaN kept (as simd._vclamp)."""
+    """v held to bounds (lo, hi), NaN kept (as vectors._vclamp)."""
     v = bounds[0] if v < bounds[0] else v
     return bounds[1] if v > bounds[1] else v
 

@@ -17,21 +17,16 @@ weights, else once per run) into panels of P columns, [ceil(n / P), k, P], conti
 zero-padded; per product, a is copied CHUNK rows at a time into blocks of up to ROWS rows
 (_block_rows), each [DEPTH, R] for the R rows of the tile that computes it (_tile_rows), so that
 each block is one stream. For each panel and block, an R x P block of out accumulates in 2R vector
-registers over DEPTH steps of the inner dimension and is stored once (_tile). Numba has no vector
-types, and LLVM's loop vectorizer does not keep such a block in registers: it reloads and stores out
-at every k, behind runtime alias checks that fail for some row counts (8 GFLOP/s). So this module
-defines a vector type with six operations: zero, load, store, splat, broadcast of an element and
-multiply-add (`llvm.fmuladd`: an FMA where the CPU has one, as in BLAS), and a clamp, for the
-activation a convolution applies as it stores (conv_rt.py); the tile itself is generated as LLVM IR,
-row by row, with a prefetch with which a block asks for the next panel while it works on one. A
-vector is 64 bytes (16 float32) where the CPU has AVX-512, else 32 (8 float32, AVX2): the width is
-read from the CPU Numba compiles for, so a kernel cached on one machine is not reused on another
-(Numba's cache is keyed by the CPU and its features). AVX-512's 32 vector registers hold a tile of
-12 rows (24 accumulators), AVX2's 16 one of six. Tiles of six rows where twelve fit ran at 0.74-0.94
-of their speed on a 2-core Xeon with AVX-512 (2026-11-28, medians of 9 interleaved rounds, GMAC/s
-of six rows against twelve): 12 x 256 x 1024 66.6 against 71.9, 12 x 512 x 2000 48.9 against 65.7,
-128 x 512 x 1024 65.1 against 77.2, 8 x 128 x 512 48.8 against 60.7, where onnxruntime's MLAS ran
-at 53-62, 46-49, 76-80 and 32-35 (the peak of its FMA units is 110).
+registers (vectors.py) over DEPTH steps of the inner dimension and is stored once (_tile): LLVM's
+loop vectoriser does not keep such a block in registers (it reloads and stores out at every k,
+behind runtime alias checks that fail for some row counts: 8 GFLOP/s), so the tile is generated as
+LLVM IR, row by row, with a prefetch with which a block asks for the next panel while it works on
+one. AVX-512's 32 vector registers hold a tile of 12 rows (24 accumulators), AVX2's 16 one of six.
+Tiles of six rows where twelve fit ran at 0.74-0.94 of their speed on a 2-core Xeon with AVX-512
+(2026-11-28, medians of 9 interleaved rounds, GMAC/s of six rows against twelve): 12 x 256 x 1024
+66.6 against 71.9, 12 x 512 x 2000 48.9 against 65.7, 128 x 512 x 1024 65.1 against 77.2,
+8 x 128 x 512 48.8 against 60.7, where onnxruntime's MLAS ran at 53-62, 46-49, 76-80 and 32-35
+(the peak of its FMA units is 110).
 
 A single row (batch 1) is a matrix-vector product, bound by reading the weights: it reads the same
 panels eight or four at a time (_row). With 32-byte vectors, OpenBLAS's blocking for large matrices wins
@@ -52,129 +47,18 @@ import numpy as np
 from llvmlite import ir
 from numba import cfunc, njit, types
 from numba.core import cgutils
-from numba.extending import intrinsic, models, register_model
+from numba.extending import intrinsic
 
 from . import blas, pool
+from .vectors import (VECTOR_BYTES, Vector, _address, _lanes, _splat, _vbroadcast, _vclamp,  # noqa: F401
+                      _vfma, _vload, _vsplat, _vstore, _vzero)
 
-
-
-def _vector_bytes() -> int:
-    """64 when the CPU Numba compiles for has AVX-512 (NUMBA_CPU_FEATURES, else the host's), else 32."""
-    from numba import config
-    from numba.core.codegen import get_host_cpu_features
-    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else get_host_cpu_features()
-    return 64 if "+avx512f" in features.split(",") else 32
-
-
-VECTOR_BYTES = _vector_bytes()
 # Rows of a per block, the largest tile: 2 ROWS accumulators + 2 panel vectors + 1 splat in registers,
 # of which AVX-512 has 32 and AVX2 16.
 ROWS = 12 if VECTOR_BYTES == 64 else 6
 CHUNK = 96  # rows of a per pass: their copy, [CHUNK, DEPTH], takes 96 KiB of float32 (L2 is 1-2 MiB)
 DEPTH = 256  # inner dimension per pass: a panel's part then fills 16 KiB (32 with 64-byte vectors) of L1
 MAX_ROWS = 128 if VECTOR_BYTES == 32 else np.iinfo(np.int64).max
-
-
-class Vector(types.Type):
-    """An LLVM vector of VECTOR_BYTES bytes of one float dtype, held in a register."""
-
-    def __init__(self, dtype: types.Float):
-        self.dtype = dtype
-        super().__init__(name=f"vector({dtype})")
-
-
-@register_model(Vector)
-class _VectorModel(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type):
-        element = ir.FloatType() if fe_type.dtype == types.float32 else ir.DoubleType()
-        super().__init__(dmm, fe_type, ir.VectorType(element, VECTOR_BYTES // (fe_type.dtype.bitwidth // 8)))
-
-
-def _splat(builder, vector_type, x):
-    """The LLVM vector of vector_type with every lane x (an insert and a shuffle: one broadcast)."""
-    one = builder.insert_element(ir.Constant(vector_type, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
-    return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), vector_type.count), None))
-
-
-def _address(context, builder, array_type, array, index):
-    data = context.make_array(array_type)(context, builder, array).data
-    return builder.gep(data, [index])
-
-
-@intrinsic
-def _vload(typingctx, array, index):
-    """The vector at element `index` of array's data (flat, from its first element; unaligned)."""
-    vector = Vector(array.dtype)
-
-    def codegen(context, builder, sig, args):
-        llty = context.get_value_type(vector)
-        return builder.load(builder.bitcast(_address(context, builder, array, *args), llty.as_pointer()),
-                            align=array.dtype.bitwidth // 8)
-    return vector(array, types.intp), codegen
-
-
-@intrinsic
-def _vstore(typingctx, array, index, value):
-    def codegen(context, builder, sig, args):
-        llty = context.get_value_type(value)
-        address = _address(context, builder, array, args[0], args[1])
-        builder.store(args[2], builder.bitcast(address, llty.as_pointer()), align=array.dtype.bitwidth // 8)
-        return context.get_dummy_value()
-    return types.none(array, types.intp, value), codegen
-
-
-@intrinsic
-def _vsplat(typingctx, x):
-    """A vector with every lane x."""
-    vector = Vector(x)
-
-    def codegen(context, builder, sig, args):
-        return _splat(builder, context.get_value_type(vector), args[0])
-    return vector(x), codegen
-
-
-@intrinsic
-def _vbroadcast(typingctx, array, index):
-    """A vector with every lane array's element `index` (flat, from its first element). Unlike
-    _vsplat(array[index]) it has no code for negative indices, which in _block's loop would cost
-    more instructions than its multiply-adds."""
-    vector = Vector(array.dtype)
-
-    def codegen(context, builder, sig, args):
-        return _splat(builder, context.get_value_type(vector), builder.load(_address(context, builder, array, *args)))
-    return vector(array, types.intp), codegen
-
-
-@intrinsic
-def _vzero(typingctx, array):
-    """A vector of zeros of array's dtype."""
-    vector = Vector(array.dtype)
-
-    def codegen(context, builder, sig, args):
-        return ir.Constant(context.get_value_type(vector), None)
-    return vector(array), codegen
-
-
-@intrinsic
-def _vfma(typingctx, a, b, c):
-    """a * b + c, lane by lane."""
-    def codegen(context, builder, sig, args):
-        llty = context.get_value_type(a)
-        name = f"llvm.fmuladd.v{llty.count}f{a.dtype.bitwidth}"
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(llty, [llty] * 3), name)
-        return builder.call(fn, args)
-    return a(a, a, a), codegen
-
-
-@intrinsic
-def _vclamp(typingctx, v, lo, hi):
-    """v held to [lo, hi] lane by lane (a lane below lo is lo, above hi is hi), NaN kept: np.clip's
-    values, as np.minimum(np.maximum(v, lo), hi) gives them. With lo -inf and hi inf, v itself."""
-    def codegen(context, builder, sig, args):
-        x, low, high = args
-        x = builder.select(builder.fcmp_ordered("<", x, low), low, x)
-        return builder.select(builder.fcmp_ordered(">", x, high), high, x)
-    return v(v, v, v), codegen
 
 
 def _prefetch_address(builder, address):
@@ -184,16 +68,6 @@ def _prefetch_address(builder, address):
     fn = cgutils.get_or_insert_function(builder.module, signature, "llvm.prefetch.p0")
     read, locality, data = (ir.Constant(ir.IntType(32), v) for v in (0, 2, 1))
     builder.call(fn, [builder.bitcast(address, i8p), read, locality, data])
-
-
-@intrinsic
-def _lanes(typingctx, array):
-    """The elements of array's dtype in a vector, as a constant. Numba reads `array.itemsize` from
-    the array at run time: offsets computed from it are registers, which in _row_eight's loop cost
-    spills and addressing (1.60 against 1.31 µs at 128 x 512)."""
-    def codegen(context, builder, sig, args):
-        return context.get_constant(types.intp, VECTOR_BYTES // (array.dtype.bitwidth // 8))
-    return types.intp(array), codegen
 
 
 @njit(cache=True, nogil=True)
