@@ -78,24 +78,38 @@ def _instrument(source: str) -> str:
     """`source` with a mark before each comment line and each return inside a function."""
     lines = [f"from {_MODULE} import _mark as _pmark"]
     function, previous = "?", ""
-    for line in source.splitlines():
+    for number, line in enumerate(source.splitlines(), 1):
         stripped = line.lstrip()
         indent = line[:len(line) - len(stripped)]
         if line.startswith("def "):
             function = line[4:line.index("(")]
         elif indent == "    " and stripped.startswith('"""') and previous.startswith("def "):  # after a docstring
             lines.append(line)
-            _labels.append(f"{function}: entry")
+            _labels.append(f"{function} {number}: entry")
             lines.append(f"{indent}_pmark({_ADDRESS}, {len(_labels) - 1})")
             previous = line
             continue
         previous = line
         if indent and (stripped.startswith("# ") or stripped.startswith("return")):
-            label = f"{function}: {stripped[2:] if stripped.startswith('# ') else 'return, and what follows it'}"
+            label = f"{function} {number}: {stripped[2:] if stripped.startswith('# ') else 'return, and what follows it'}"
             _labels.append(re.sub(r"\s+", " ", label)[:110])
             lines.append(f"{indent}_pmark({_ADDRESS}, {len(_labels) - 1})")
         lines.append(line.replace("cache=True", "cache=False"))  # (the marks' address is this process's)
     return "\n".join(lines) + "\n"
+
+
+def _quantised(model):
+    """`model` after onnxruntime's dynamic int8 quantisation (7-bit weights, as bench_quant.py)."""
+    import os
+    import tempfile
+
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    with tempfile.TemporaryDirectory() as tmp:
+        source, target = os.path.join(tmp, "f.onnx"), os.path.join(tmp, "q.onnx")
+        onnx.save(model, source)
+        quantize_dynamic(source, target, weight_type=QuantType.QInt8, reduce_range=True)
+        return onnx.load(target)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,15 +117,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model", help="a built-in model, NAME[:SIZES]")
     parser.add_argument("--calls", type=int, default=200, help="calls profiled (default 200)")
     parser.add_argument("--top", type=int, default=25, help="sections printed (default 25)")
+    parser.add_argument("--source", action="store_true", help="also print the kernels' source, numbered")
+    parser.add_argument("--int8", action="store_true",
+                        help="the model as onnxruntime's quantize_dynamic makes it (as benchmarks/bench_quant.py)")
     args = parser.parse_args(argv)
     name, sizes = resolve(args.model)
     model, feeds = MODELS[name](**sizes)
+    if args.int8:
+        model = _quantised(model)
     load_source = fused.load_source
     fused.load_source = lambda source, label: load_source(_instrument(source), label=label)
     try:
         session = rnnloop.load(model, threads=1)
     finally:
         fused.load_source = load_source
+    if args.source:
+        for label, text in session.kernel_sources():
+            print(f"# ===== {label}")
+            print("\n".join(f"{k:4d}  {line}" for k, line in enumerate(text.splitlines(), 1)))
     session.run(None, feeds)
     _BUFFER[:] = 0
     _BUFFER[0] = start = _cycles()

@@ -200,8 +200,11 @@ def test_with_vnni_any_int8_weights_by_uint8_take_quads_and_stay_exact():
         pytest.skip("this CPU has no VNNI (test_quant_products_without_vnni covers the other paths)")
     rng = np.random.default_rng(2)
     # (9 and 6 rows of a length that is a multiple of four: four rows at a time where AVX-512 has room;
-    # one row of such a length: by panels straight into out, eight at a time, then the rest)
-    for m, k, n in [(1, 256, 1024), (1, 20, 40), (3, 17, 13), (2, 1030, 9), (9, 128, 40), (6, 64, 64)]:
+    # one row of such a length: by panels straight into out, eight at a time, then the rest; with
+    # AVX-512 and 64 KiB of weights or more, two units a step, an odd last unit, the panels left one
+    # by one: 260 = 65 units, 1000 = 125 panels, 516 x 136 = 129 units of 17 panels)
+    for m, k, n in [(1, 256, 1024), (1, 20, 40), (3, 17, 13), (2, 1030, 9), (9, 128, 40), (6, 64, 64),
+                    (1, 260, 1000), (1, 516, 136)]:
         a = rng.integers(0, 256, (m, k)).astype(np.uint8)
         b = rng.integers(-128, 128, (k, n)).astype(np.int8)
         a[0, :], b[:, 0], b[:, -1] = 255, -128, 127
