@@ -412,9 +412,10 @@ def test_rnnloop_code_and_no_other_asks_llvm_for_512_bit_vectors(tmp_path, monke
     assert attribute not in next(iter(theirs.inspect_llvm().values()))
 
 
-def test_the_vector_width_keys_kernels_and_helpers(monkeypatch):
-    """Code compiled at one vector width never loads under the other (RNNLOOP_VECTOR_WIDTH=256)."""
-    from rnnloop.codegen import mathfn, vector_width
+def test_the_vector_width_and_amx_key_kernels_and_helpers(monkeypatch):
+    """Code compiled at one vector width never loads under the other (RNNLOOP_VECTOR_WIDTH=256), nor code
+    using AMX's tiles in a process that does not (RNNLOOP_AMX=0: there it would fault)."""
+    from rnnloop.codegen import amx, mathfn, vector_width
 
     def keys():
         vector_width.preferred.cache_clear()
@@ -424,6 +425,9 @@ def test_the_vector_width_keys_kernels_and_helpers(monkeypatch):
 
     try:
         default = keys()
+        monkeypatch.setattr(amx, "AVAILABLE", not amx.AVAILABLE)
+        assert keys() != default
+        monkeypatch.setattr(amx, "AVAILABLE", not amx.AVAILABLE)
         monkeypatch.setenv("RNNLOOP_VECTOR_WIDTH", "256")
         narrow = keys()
     finally:

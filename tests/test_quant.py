@@ -217,6 +217,27 @@ def test_with_vnni_any_int8_weights_by_uint8_take_quads_and_stay_exact():
             np.testing.assert_array_equal(out, (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb))
 
 
+def test_with_amx_blocks_of_sixteen_rows_run_on_tiles_and_stay_exact():
+    """amx.product: two blocks of 16 rows by two panels at a time, an odd last block and panel, the rows
+    left (fewer than 16) on VNNI, the zero points after; an inner dimension not a multiple of 64 stays
+    with VNNI."""
+    from rnnloop.codegen import amx
+    if not amx.AVAILABLE:
+        pytest.skip("this CPU (or Linux) gives no AMX tiles, or RNNLOOP_AMX=0")
+    rng = np.random.default_rng(3)
+    for m, k, n in [(16, 64, 8), (200, 128, 1024), (48, 192, 24), (33, 64, 40), (20, 68, 16)]:
+        a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+        b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+        a[0, :], b[:, 0], b[:, -1] = 255, -128, 127
+        packed, colsum = quant_rt.pack(b, unsigned_a=True)
+        raw = np.zeros((m, n), np.int32)
+        assert amx.product(a, packed, raw, amx.CONFIG) == (m // 16 * 16 if k % 64 == 0 else 0)
+        for za, zb in ((np.int32(0), np.zeros(1, np.int32)), (np.int32(131), rng.integers(-128, 128, n).astype(np.int32))):
+            out = np.empty((m, n), np.int32)
+            assert quant_rt.matmul_integer(a, b, za, zb, out, packed, colsum) == 0
+            np.testing.assert_array_equal(out, (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb))
+
+
 def test_quant_products_without_vnni():
     """The integer product tests again in a process whose Numba target lacks VNNI (vpmaddubsw, vpmaddwd)."""
     from numba.core.codegen import get_host_cpu_features

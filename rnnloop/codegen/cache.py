@@ -109,7 +109,7 @@ def _environment(codegen_version: str, runtime_modules: tuple[str, ...]) -> str:
     import numpy
 
     parts = [codegen_version, numba.__version__, llvmlite.__version__, numpy.__version__,
-             platform.python_implementation(), platform.python_version(), _opt_level(), vector_width.preferred()]
+             platform.python_implementation(), platform.python_version(), _opt_level(), _compiled_for()]
     for module_name in runtime_modules:
         try:
             spec = importlib.util.find_spec(module_name)
@@ -118,6 +118,16 @@ def _environment(codegen_version: str, runtime_modules: tuple[str, ...]) -> str:
             text = b"<missing>"  # not written yet (or not a file): still a stable key
         parts.append(f"{module_name}={hashlib.sha256(text).hexdigest()}")
     return "\0".join(parts)
+
+
+def _compiled_for() -> str:
+    """What else the machine code depends on, beyond the source, the versions and the CPU (which
+    Numba's cache keys): the vector width asked of LLVM (vector_width.py), and whether AMX's tiles
+    are used (amx.py: code that uses them faults in a process that did not ask Linux for them)."""
+    from . import amx
+
+    width = vector_width.preferred()
+    return (f"-w{width}" if width else "") + ("-amx" if amx.AVAILABLE else "")
 
 
 def _opt_level() -> str:
@@ -302,8 +312,8 @@ def _runtime_locator_class() -> type:
         """numba caches the functions of rnnloop.codegen's modules in cache_dir()/runtime/<folder>, a
         folder per rnnloop install (numba's name for the package folder: `codegen_<hash of its path>`),
         text of its modules (modules_hash), BLAS library (simd's and conv_rt's compiled code calls the
-        one blas.py chose, which RNNLOOP_BLAS=scipy changes), optimisation level (see _opt_level) and
-        vector width (vector_width.py). A
+        one blas.py chose, which RNNLOOP_BLAS=scipy changes), optimisation level (see _opt_level), vector
+        width and use of AMX (_compiled_for). A
         cache dir that is not private or not writable leaves them to numba's next locator (the
         package's __pycache__, as before)."""
 
@@ -313,8 +323,7 @@ def _runtime_locator_class() -> type:
             folder = f"{self.get_suitable_cache_subpath(py_file)}-{modules_hash()}"
             if os.environ.get("RNNLOOP_BLAS", "") == "scipy":
                 folder += "-scipy"
-            if vector_width.preferred():
-                folder += f"-w{vector_width.preferred()}"
+            folder += _compiled_for()
             level = _opt_level()
             if level != "3":
                 folder += f"-O{level}"

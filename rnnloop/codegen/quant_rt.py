@@ -37,6 +37,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, models, overload, register_model
 
+from . import amx
 from .lanes import contiguous, lane, load8, max8, min8
 from .mathfn import maximum, minimum
 
@@ -438,11 +439,15 @@ def _packed_product(a, za, zb, out, packed, colsum, quads):
                         packed.shape[2] * packed.shape[3])
         _zero_points(out[0], a[0], za, zb, colsum)
         return
+    m = np.int64(0)  # not the literal 0: Numba would compile _packed_rows for Literal[int](0) too
+    if amx.AVAILABLE and viewed and direct and m_rows >= amx.ROWS:  # blocks of 16 rows on AMX's tiles
+        m = np.int64(amx.product(a, packed, out, amx.CONFIG))
+        for r in range(m):
+            _zero_points(out[r], a[r], za, zb, colsum)
     scratch = np.empty((0 if direct else 2, packed.shape[0] * LANES), np.int32)
     pairs0, pairs1 = np.empty(0 if quads else units, np.int32), np.empty(0 if quads else units, np.int32)
     kept = 0 if viewed or not quads else units
     quads0, quads1 = np.empty(kept, np.uint32), np.empty(kept, np.uint32)
-    m = np.int64(0)  # not the literal 0: Numba would compile _packed_rows for Literal[int](0) too
     while m < m_rows:
         if WIDE and viewed and direct and m + 4 <= m_rows:
             _packed_rows4(packed, out[m:m + 4], a[m].view(np.uint32), a[m + 1].view(np.uint32),
