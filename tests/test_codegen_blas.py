@@ -95,14 +95,15 @@ def test_packed_products(dtype):
     matmul = _strided(getattr(simd, simd.MATMUL_PACKED), dtype, panels=True)
     rng = np.random.default_rng(1)
     empty = np.empty((0, 0, 0), dtype)
-    # rows: blocks on every tile (simd._tile_rows: 12, 8 and 4 rows with 64-byte vectors, each also holding
-    # fewer; with 32-byte ones six, and four where seven or eight are left: 7 = 4 + 3, 8 = 4 + 4,
-    # 14 = 6 + 4 + 4), and what is left, in one or several passes of simd.CHUNK rows;
+    # rows: blocks on every tile (simd._tile_rows: 4, 6, 8, 10 and 12 rows with 64-byte vectors, each also
+    # holding one fewer; with 32-byte ones six, and four where seven or eight are left: 7 = 4 + 3,
+    # 8 = 4 + 4, 14 = 6 + 4 + 4), and what is left, in one or several passes of simd.CHUNK rows;
     # inner sizes across one and several passes of simd.DEPTH; columns: whole panels, a partial
     # one, fewer than a panel. One row: eight panels at a time (64-byte vectors), four at a time,
     # then one at a time, then a partial one.
     shapes = [(2, 1, 1), (5, 3, 17), (6, 255, 16), (7, 257, 40), (13, 600, 33), (4, 2, 9), (128, 20, 24),
               (8, 33, 40), (14, 5, 70), (9, 40, 33), (11, 260, 64), (12, 7, 32), (17, 3, 40), (23, 257, 97),
+              (10, 33, 40), (6, 300, 64),
               (1, 1, 1), (1, 9, 64), (1, 300, 17 * 8 + 3), (1, 7, 421), (1, 130, 512)]
     if simd.MAX_ROWS > 2 * simd.CHUNK:
         shapes += [(simd.CHUNK + 1, 3, 17), (2 * simd.CHUNK + 5, 270, 40)]
