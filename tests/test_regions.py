@@ -214,6 +214,34 @@ def test_results_never_share_memory_with_feeds_or_constants():
         assert x.tolist() == [1, 2, 3]
 
 
+def test_a_regions_constants_reach_its_kernel_as_one_table_made_at_load():
+    """fused.bind: the kernel takes one int64 table of its constants' addresses, sizes and strides
+    (runtime.bound makes views of them), not an array each; an output that is a constant is still a
+    copy the caller owns."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((100, 70)).astype(np.float32)
+    b = rng.standard_normal(70).astype(np.float32)
+    model = parse(f"""
+        bound (float[N, 100] x) => (float[N, 70] y, float[70] k)
+        <float[100, 70] w = {{{", ".join(map(str, w.ravel().tolist()))}}},
+         float[70] b = {{{", ".join(map(str, b.tolist()))}}}> {{
+            p = MatMul(x, w)
+            y = Add(p, b)
+            k = Identity(b)
+        }}""")
+    session = load_numba(model)
+    region = session.partition.compiled[0]
+    assert region.kernel.bound and "def kernel(status, max_iter, in_x, consts):" in region.source
+    (table,) = region.arguments
+    assert table.dtype == np.int64 and table.shape[0] == len(region.constants) >= 2
+    for row, constant in zip(table, region.constants):
+        assert row[0] == constant.ctypes.data and tuple(row[1:1 + constant.ndim]) == constant.shape
+    for n in (3, 1, 0):
+        y, k = agree(model, {"x": rng.standard_normal((n, 100)).astype(np.float32)}, session)
+        k[:] = 0  # (the caller's copy)
+    assert np.array_equal(session.run(None, {"x": np.zeros((1, 100), np.float32)})[1], b)
+
+
 def test_a_loops_results_are_returned_uncopied_and_never_share_memory():
     """A loop's carried and stacked results are arrays the kernel made in the call: a region returns
     them as they are (a copy of a 200-step LSTM's outputs cost 1-2% of its time), but copies an output

@@ -37,6 +37,8 @@ class Compiled:
         # Every array reaches the kernel C-contiguous and writable (see _argument), constants too,
         # so one signature, compiled here, serves every call.
         self.constants = [_argument(c) for c in self.kernel.constants]
+        # What the kernel takes after its inputs: the constants, or the one table of them (bind).
+        self.arguments = [bind(self.constants)] if self.kernel.bound else self.constants
         self.fallbacks = 0
         # Only packed products share with the workers (pool.py): another kernel leaves them asleep.
         self.shares = "_s.matmul_packed_" in self.kernel.source
@@ -64,7 +66,7 @@ class Compiled:
         import numba
         from numba import types
         arrays = [types.Array(numba.from_dtype(dtype), rank, "C") for dtype, rank in self.expected]
-        return (*self.prefix_types(), *arrays, *(numba.typeof(c) for c in self.constants))
+        return (*self.prefix_types(), *arrays, *(numba.typeof(c) for c in self.arguments))
 
     def _compile(self):
         """Import the kernel's module from the cache and compile it for its one signature, now, at
@@ -98,7 +100,7 @@ class Compiled:
             workers.wake()
             status[STATUS_THREADS], status[STATUS_POOL] = options.threads, workers.address
         try:
-            return self.function(status, *scalars, *arrays, *self.constants)
+            return self.function(status, *scalars, *arrays, *self.arguments)
         except Exception as e:
             return self.failed(e, status, op, values, options)
 
@@ -204,6 +206,18 @@ def _progress(label: str):
         timer.cancel()
         if said.is_set():
             print(f"rnnloop: compiled {label} in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+
+
+def bind(constants: list[np.ndarray]) -> np.ndarray:
+    """The table a kernel reads its constants from (runtime.bound): a row each, of its address, sizes
+    and byte strides. The caller keeps the arrays alive as long as the table."""
+    rank = max((c.ndim for c in constants), default=0)
+    table = np.zeros((len(constants), 1 + 2 * rank), np.int64)
+    for row, c in zip(table, constants):
+        row[0] = c.ctypes.data
+        row[1:1 + c.ndim] = c.shape
+        row[1 + c.ndim:1 + 2 * c.ndim] = c.strides
+    return table
 
 
 def _argument(array: np.ndarray) -> np.ndarray:

@@ -97,6 +97,7 @@ class KernelModule:
     constants: list[np.ndarray]  # passed after the loop's inputs, in this order
     errors: list[tuple[str, str]] = field(default_factory=list)  # code-1 -> (op origin, message)
     fallbacks: set[int] = field(default_factory=set)  # codes meaning "run this loop in the interpreter"
+    bound: bool = False  # the constants passed as one table (fused.bind), not an argument each
 
     def error(self, status: np.ndarray, exc: BaseException) -> str | None:
         """The message for a kernel that stopped: by the code it set, or by the op it was running."""

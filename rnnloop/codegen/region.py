@@ -4,6 +4,7 @@ run_region."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,11 +33,16 @@ def generate_region(body: Graph, label: str) -> KernelModule:
     returned: set[str] = set()
     outputs = [_returned(g, name, returned) for name in body.outputs]
     results = ", ".join(v.expr for v in outputs)
-    lines = [ENTRY, f"def kernel({', '.join(g.params)}):", f'    """{code_text(label)}"""',
-             *g.pre.lines, *g.body.lines,
+    params, constants = g.params[:2 + len(body.inputs)], g.params[2 + len(body.inputs):]
+    assert len(constants) == len(g.constants)
+    # The constants come as one table made at load (fused.bind): a call unboxes one array, not one each.
+    bind = [f"    {name} = _r.bound(consts, {k}, np.{value.dtype}, {value.ndim})"
+            for k, (name, value) in enumerate(zip(constants, g.constants))]
+    lines = [ENTRY, f"def kernel({', '.join(params + (['consts'] if bind else []))}):", f'    """{code_text(label)}"""',
+             *bind, *g.pre.lines, *g.body.lines,
              f"    return ({results}{',' if len(outputs) == 1 else ''})"]
     module.functions.append("\n".join(drop_unused(lines, g.owned)))
-    return module.kernel_module("kernel", g.constants)
+    return replace(module.kernel_module("kernel", g.constants), bound=bool(bind))
 
 
 def _returned(g: LoopGen, name: str, returned: set[str]) -> Var:
