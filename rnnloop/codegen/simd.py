@@ -498,8 +498,10 @@ _PRODUCT_ARGS = 5 + 5 + 7 + 5 + 1 + 2 + 1 + 2
 assert _PRODUCT_ARGS == pool.ARITY
 # A product splits its panels between the caller and idle workers when it has at least this many
 # multiply-adds (rows x inner x columns) and two panels. Below, the hand-off (two cache lines passed
-# between cores, about a microsecond in all) costs more than a share saves.
-SPLIT_WORK = 1 << 16
+# between cores, about a microsecond in all) costs more than a share saves: with 1 << 16, the
+# streaming VAD's 1 x 128 x 512 steps were shared, and a call on two threads took 66.6 µs against
+# 57.6 on one (with 1 << 17: 63.2 against 60.7; a 2-core Xeon with AVX-512, 2026-11-28).
+SPLIT_WORK = 1 << 17
 # The BLAS product of the provider in use (not both: each compiles for seconds). Numba freezes it into
 # the compiled product, so rnnloop's cache keeps each provider's helpers apart (cache.py).
 _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64
