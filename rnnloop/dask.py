@@ -51,9 +51,12 @@ from .session import Session, load
 __all__ = ["map_array", "map_bag", "map_frame", "stream", "preload", "run_items", "run_stream", "PARTITION_SIZE",
            "BATCH_SIZE"]
 
-# Items per partition when map_bag is given a plain sequence: tasks of a tenth of a second or more
-# for small models, so that Dask's few milliseconds a task stay a few percent.
-PARTITION_SIZE = 1024
+# Items per partition when map_bag is given a plain sequence: tasks of a third of a second or more
+# for small models, so that Dask's milliseconds a task stay a few percent. On a 2-core Xeon VM
+# (benchmarks/bench_dask.py --persist --rounds 3, 2026-11-28), Dask spent about 6 ms between two tasks
+# and a task computed 3-4 % longer than the same work alone: with 1024 items (a GRU, 96 ms a task) the
+# overhead was 10.4 % (9.8-10.8) of a task, with 4096 4.7 % (4.6-5.3).
+PARTITION_SIZE = 4096
 BATCH_SIZE = 32  # items per model call in map_bag and map_frame
 
 
