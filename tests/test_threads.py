@@ -203,9 +203,11 @@ def test_a_call_that_is_not_split_shares_its_products_with_a_worker_and_gives_th
     """Batch 1 is never split by rows: with two threads, each step's product is split by columns
     between the caller and a worker (rnnloop/codegen/pool.py). Every column is the same sum in the
     same order either way, so the results are identical; a session of one thread never shares."""
-    from rnnloop.codegen import pool
+    from rnnloop.codegen import pool, simd
 
-    model, feeds = models.lstm_loop(batch=1, steps=6, hidden=128, input_size=16)  # (h @ R: 128 x 512)
+    hidden = 192  # (h @ R: 192 x 768, over the work from which products are shared)
+    assert hidden * 4 * hidden >= simd.SPLIT_WORK
+    model, feeds = models.lstm_loop(batch=1, steps=6, hidden=hidden, input_size=16)
     monkeypatch.setenv("RNNLOOP_SHARE_PRODUCTS", "0")
     assert rnnloop.load(model, threads=2).options.pool is None  # (the way to keep the workers out)
     monkeypatch.delenv("RNNLOOP_SHARE_PRODUCTS")
