@@ -40,6 +40,23 @@ def test_code_that_calls_another_jitted_function_caches_at_O0(monkeypatch):
     assert "numba.dynamic.globals" not in library.get_llvm_str()
 
 
+def test_a_call_with_a_ternary_in_its_arguments_caches_at_O0(monkeypatch):
+    """The dead load there is stored to a stack slot that nothing reads (a phi of the ternary's
+    arms), which dead code elimination alone leaves; SROA first removes it."""
+    monkeypatch.setattr(config, "OPT", type(config.OPT)(0))
+
+    @njit
+    def callee(x, y):
+        return x.sum() + y.sum()
+
+    @njit
+    def caller(x, a, b):
+        return callee(x.reshape(((a if b == 1 else b), x.size // (a if b == 1 else b))), x)
+
+    assert caller(np.ones(6), 2, 3) == 12.0
+    assert not caller.overloads[caller.signatures[0]].library.has_dynamic_globals
+
+
 def _branchy(x, n):
     total = 0.0
     for i in range(n):

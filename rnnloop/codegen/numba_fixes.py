@@ -6,7 +6,9 @@ without them keeps its own behaviour, and none changes what the compiled code co
   constant loads a ``numba.dynamic.globals`` pointer that nothing uses; -O0 keeps that dead load,
   and Numba will not cache code that refers to a dynamic global. At -O0 we run LLVM's dead code and
   dead global elimination on each final module (about 0.02 s in all for the 81 modules of the VAD
-  model's first load), and such code caches as it does at -O1 and above. The tests compile at -O0
+  model's first load), again after SROA on the few where such a load survives them (a store to a
+  stack slot nothing reads keeps it alive: the attention test's Softmax, Mish, the DFT), and such
+  code caches as it does at -O1 and above. The tests compile at -O0
   (the cold test command: 687 CPU-seconds, with a plugin recording each compilation, against 774 at
   -O1; one run each on 2026-11-26).
 - **Inlining copies the callee's scope once per block.** ``inline="always"`` (the convolution
@@ -54,11 +56,20 @@ def _dead_loads_go_at_O0() -> None:
     def _optimize_final_module(self):
         optimize(self)
         if config.OPT == 0:
-            builder = create_pass_builder(self._codegen._tm, opt=0)
-            passes = builder.getModulePassManager()
-            passes.add_dead_code_elimination_pass()
-            passes.add_global_dead_code_eliminate_pass()
-            passes.run(self._final_module, builder)
+            _eliminate(self, sroa=False)
+            # A dead load that a store to a stack slot nothing reads keeps alive (a ternary of arrays
+            # as an argument): SROA first, where any is left (rarely; SROA costs compile time).
+            if any(g.name.startswith("numba.dynamic.globals") for g in self._final_module.global_variables):
+                _eliminate(self, sroa=True)
+
+    def _eliminate(library, sroa):
+        builder = create_pass_builder(library._codegen._tm, opt=0)
+        passes = builder.getModulePassManager()
+        if sroa:
+            passes.add_sroa_pass()
+        passes.add_dead_code_elimination_pass()
+        passes.add_global_dead_code_eliminate_pass()
+        passes.run(library._final_module, builder)
 
     library._optimize_final_module = _optimize_final_module
 
