@@ -226,6 +226,83 @@ def _axes(axes: np.ndarray | None, rank: int | None) -> set[int] | None:
     return set(values) if len(set(values)) == len(values) else None
 
 
+def stack_in_transposed_order(graph: Graph) -> Graph:
+    """The graph with every Transpose of a Concat of Unsqueezes (a stack of values) made that stack
+    on the transposed axis, in it and its subgraphs: a copy of the stack less.
+
+    A bidirectional LSTM's lowering stacks its two directions' outputs Y [steps, 2, batch, hidden],
+    and exporters follow it with Transpose(perm=[0, 2, 1, 3]) and a Reshape to [steps, batch,
+    2·hidden] for the next layer: the Concat copies every output once, the Transpose again. When the
+    Transpose only moves the new axis of each Unsqueeze (every other axis keeps its order), it is
+    Concat(Unsqueeze(x, [perm⁻¹(a)]), axis=perm⁻¹(c)): the stack made where the Transpose puts it,
+    and the Reshape after it a view. It rewrites when the Concat is read by the Transpose alone.
+    """
+    readers = _readers(graph)
+    producers = {n: op for op in graph.ops for n in op.outputs if n}
+    constants, types = dict(graph.constants), dict(graph.types)
+    used = set(graph.inputs) | set(constants) | set(producers)
+    stacks: dict[int, list[Op]] = {}  # id(Transpose) -> the ops that replace it
+    for op in graph.ops:
+        if op.op_type == "Transpose" and len(op.inputs) == 1 and len(op.outputs) == 1:
+            replacement = _stack_transposed(op, producers, readers, graph, constants, types, used)
+            if replacement is not None:
+                stacks[id(op)] = replacement
+    return _rewritten(graph, stacks, constants, types, stack_in_transposed_order)
+
+
+def _stack_transposed(transpose: Op, producers: dict, readers: dict, graph: Graph, constants: dict, types: dict,
+                      used: set[str]) -> list[Op] | None:
+    """The Unsqueezes and Concat that make `transpose`'s result directly (new values added to
+    `constants`, `types` and `used`), or None."""
+    concat = producers.get(transpose.inputs[0])
+    rank = _rank(graph, transpose.inputs[0])
+    if concat is None or concat.op_type != "Concat" or rank is None or readers.get(concat.outputs[0]) != 1 \
+            or concat.outputs[0] in graph.outputs:
+        return None
+    perm = [int(p) for p in transpose.attrs.get("perm", range(rank - 1, -1, -1))]
+    if sorted(perm) != list(range(rank)):
+        return None
+    parts = []
+    for name in concat.inputs:
+        unsqueeze = producers.get(name)
+        if unsqueeze is None or unsqueeze.op_type != "Unsqueeze" or len(unsqueeze.inputs) != 2 or unsqueeze.attrs:
+            return None
+        added = _axes(graph.constants.get(unsqueeze.inputs[1]), rank)
+        if added is None or len(added) != 1:
+            return None
+        parts.append((unsqueeze, added.pop()))
+    axis = int(concat.attrs.get("axis", 0))
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank or any([p for p in perm if p != a] != [p for p in range(rank) if p != a] for _, a in parts):
+        return None  # (the Transpose moves other axes too)
+    ops, inputs, axes_at = [], [], {}
+    for unsqueeze, a in parts:
+        where = perm.index(a)
+        if where not in axes_at:
+            axes_at[where] = _new_constant(f"{unsqueeze.inputs[1]}_at{where}", np.array([where], np.int64), constants,
+                                           types, used)
+        axes = axes_at[where]
+        out = _fresh(f"{unsqueeze.outputs[0]}_at{where}", used)
+        t = graph.type_of(unsqueeze.outputs[0])
+        if isinstance(t, TensorType) and t.shape is not None:
+            types[out] = TensorType(t.dtype, tuple(t.shape[p] for p in perm))
+        ops.append(dataclasses.replace(unsqueeze, inputs=[unsqueeze.inputs[0], axes], outputs=[out]))
+        inputs.append(out)
+    ops.append(dataclasses.replace(concat, inputs=inputs, outputs=list(transpose.outputs),
+                                   attrs={**concat.attrs, "axis": perm.index(axis)}))
+    return ops
+
+
+def _fresh(base: str, used: set[str]) -> str:
+    """`base` or, when taken, base2, base3..., added to `used`."""
+    name, k = base, 1
+    while name in used:
+        k += 1
+        name = f"{base}{k}"
+    used.add(name)
+    return name
+
+
 def fold_batchnorm(graph: Graph) -> Graph:
     """The graph with every inference BatchNormalization that follows a Conv folded into the Conv's
     weights, in it and its subgraphs.
@@ -253,16 +330,16 @@ def fold_batchnorm(graph: Graph) -> Graph:
 
 
 def _rewritten(graph: Graph, folded: dict, constants: dict, types: dict, rewrite) -> Graph:
-    """The graph with each op of `folded` (by id) replaced by its value there (dropped when None),
-    with `constants` and `types`, and `rewrite` applied to its subgraphs; the graph itself when
-    nothing changes."""
+    """The graph with each op of `folded` (by id) replaced by its value there (an op, a list of ops,
+    or None to drop it), with `constants` and `types`, and `rewrite` applied to its subgraphs; the
+    graph itself when nothing changes."""
     ops = []
     for op in graph.ops:
         if op.subgraphs:
             op = _with_subgraphs(op, rewrite)
         if id(op) in folded:
-            if folded[id(op)] is not None:
-                ops.append(folded[id(op)])
+            new = folded[id(op)]
+            ops.extend([] if new is None else new if isinstance(new, list) else [new])
             continue
         ops.append(op)
     if not folded and all(a is b for a, b in zip(ops, graph.ops)):
@@ -299,11 +376,7 @@ def _folded_conv(bn: Op, conv: Op, constants: dict, types: dict, used: set[str])
 
 def _new_constant(base: str, value: np.ndarray, constants: dict, types: dict, used: set[str]) -> str:
     """The name of `value`, added to `constants` and `types` under `base` or, when taken, base2, base3..."""
-    name, k = base, 1
-    while name in used:
-        k += 1
-        name = f"{base}{k}"
-    used.add(name)
+    name = _fresh(base, used)
     constants[name] = value
     types[name] = TensorType(value.dtype, value.shape)
     return name

@@ -31,7 +31,7 @@ from .ir import (
 from .memory import keep_large_blocks
 from .partition import compile_regions
 from .passes import (cancel_unsqueezes, eliminate_dead_code, fold_batchnorm, fold_constants, fold_embedding_products,
-                     forward_identities)
+                     forward_identities, stack_in_transposed_order)
 from .plan import BACKENDS, plan_graph
 from .threads import Splitter, available_cores, blas_threads
 from .threads import resolve as resolve_threads
@@ -76,7 +76,7 @@ class Session:
             raise RnnloopError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.threads, self._threads_option = resolve_threads(threads), threads  # (the option travels: portable.py)
         verify(infer_types(graph))  # types first: exporters leave loop bodies untyped
-        graph = forward_identities(cancel_unsqueezes(fold_constants(graph)))
+        graph = stack_in_transposed_order(forward_identities(cancel_unsqueezes(fold_constants(graph))))
         self.graph = graph = eliminate_dead_code(fold_embedding_products(fold_batchnorm(graph)))
         for g in _graphs(graph):  # (ONNX's raw data arrives read-only; a kernel takes writable arrays)
             g.constants = {n: _writable(c) for n, c in g.constants.items()}

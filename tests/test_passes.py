@@ -173,6 +173,48 @@ def test_unsqueezes_that_are_not_undone_stay():
     np.testing.assert_array_equal(w, [[1, 2]])
 
 
+def test_a_transposed_stack_is_made_on_the_transposed_axis():
+    # A bidirectional LSTM's Y and an exporter's Transpose to [steps, batch, directions, hidden].
+    model = parse("""
+    stacked (float[5, 2, 3] a, float[5, 2, 3] b) => (float[5, 2, 2, 3] y, float[2, 5, 3, 2] z, float[5, 2, 6] f) {
+        one = Constant <value = int64[1] {1}> ()
+        ua = Unsqueeze(a, one)
+        ub = Unsqueeze(b, one)
+        joined = Concat <axis = 1> (ua, ub)
+        y = Transpose <perm = [0, 2, 1, 3]> (joined)
+        again = Concat <axis = -3> (ua, ub)
+        z = Transpose <perm = [1, 0, 3, 2]> (again)
+        thrice = Concat <axis = 1> (ua, ub)
+        moved = Transpose <perm = [0, 2, 1, 3]> (thrice)
+        flat = Constant <value = int64[3] {0, 0, -1}> ()
+        f = Reshape(moved, flat)
+    }""")
+    a, b = (np.random.default_rng(k).standard_normal((5, 2, 3)).astype(np.float32) for k in (0, 1))
+    want = np.stack([a, b], axis=1)
+    for backend in ("interp", "numba"):
+        session = rnnloop.load(model, backend=backend)
+        # y and f: a Concat on axis 2 of the parts unsqueezed there; z moves the other axes too.
+        ops = [(op.op_type, op.attrs.get("axis")) for op in session.graph.ops if op.op_type != "Unsqueeze"]
+        assert ops == [("Concat", 2), ("Concat", -3), ("Transpose", None), ("Concat", 2), ("Reshape", None)]
+        y, z, f = session.run(None, {"a": a, "b": b})
+        np.testing.assert_array_equal(y, want.transpose(0, 2, 1, 3))
+        np.testing.assert_array_equal(z, want.transpose(1, 0, 3, 2))
+        np.testing.assert_array_equal(f, want.transpose(0, 2, 1, 3).reshape(5, 2, 6))
+
+
+def test_a_stack_read_by_another_op_or_returned_is_not_moved():
+    model = parse("""
+    kept (float[5, 2, 3] a, float[5, 2, 3] b) => (float[5, 2, 2, 3] y, float[5, 2, 2, 3] joined) {
+        one = Constant <value = int64[1] {1}> ()
+        ua = Unsqueeze(a, one)
+        ub = Unsqueeze(b, one)
+        joined = Concat <axis = 1> (ua, ub)
+        y = Transpose <perm = [0, 2, 1, 3]> (joined)
+    }""")
+    session = rnnloop.load(model, backend="interp")
+    assert [op.op_type for op in session.graph.ops] == ["Unsqueeze", "Unsqueeze", "Concat", "Transpose"]
+
+
 def test_an_identity_of_a_computed_value_takes_its_place():
     model = parse("""
     identities (float[2] x) => (float[2] y, float[2] z, float[2] x_out, float[2] e) {

@@ -571,8 +571,12 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     # effect last: a stacked or carried value may be the incoming condition, read as `cond`.
     cond_next = _read_cond(g, g.values[cond_out[0]]) if cond_out else None
     stacks = [_stack_buffer(g, name) for name in stacked_values]
-    for stack, k in zip(stacks, range(len(stacks))):
-        _stack_append(g, stack, g.values[stacked_values[k]], k)
+    # A loop over slices with no condition runs exactly `limit` iterations (or stops with an
+    # error): a reversed stack is then written from its end, not reversed by a copy after.
+    backwards = [(g.reverse or ("True" if spec.reverse else None)) if slices and cond_next is None else None
+                 for spec in loop.stacked]
+    for k, stack in enumerate(stacks):
+        _stack_append(g, stack, g.values[stacked_values[k]], k, backwards[k])
     _next_state(g, carried, carried_next)
     if cond_next is not None:
         emit(f"cond = {cond_next}")
@@ -583,7 +587,7 @@ def _loop_function(module: ModuleGen, loop: Loop, known: dict[str, np.ndarray]) 
     outputs = [(f"np.ascontiguousarray({cur}[:{g.sequences[name][1]}][::-1])" if name in g.prepended
                 else f"{cur}[:{g.sequences[name][1]}]") if name in g.sequences
                else f"{cur} if t > 0 else np.copy({cur})" for name, cur, _ in carried]
-    outputs += [_stack_result(g, stack, spec, k)
+    outputs += [_stack_result(g, stack, spec, k, backwards[k])
                 for k, (stack, spec) in enumerate(zip(stacks, loop.stacked))]
     # Hoisted work runs only when the body would, so that it raises no error the body would not.
     # (A hoisted section of comments alone, e.g. of an Identity of a constant, is no block.)
@@ -771,14 +775,17 @@ def _stack_buffer(g: LoopGen, name: str) -> str:
     return buf
 
 
-def _stack_append(g: LoopGen, buf: str, v: Var, k: int) -> None:
-    """In the loop: write this iteration's value in place; the buffer grows geometrically."""
+def _stack_append(g: LoopGen, buf: str, v: Var, k: int, backwards: str | None) -> None:
+    """In the loop: write this iteration's value in place; the buffer grows geometrically, or, when
+    the stack is written `backwards` (a condition), has the `limit` iterations the loop runs."""
     emit = g.body
     if v.kind == "scalar":
         shape = "()"
     else:
         shape = shape_tuple([v.dim(a) for a in range(v.rank)])
     cap = "limit if 0 <= limit <= 65536 else 64"  # a trip count is only a bound when a condition may stop early
+    if backwards:
+        cap = f"limit if {backwards} or 0 <= limit <= 65536 else 64"
     with emit.block("if t == 0:"):
         emit(f"{buf} = np.empty(({cap},) + {shape}, {dtype_name(v.dtype)})")
     name = g.loop.outputs[g.loop.n_carried + k]
@@ -787,33 +794,40 @@ def _stack_append(g: LoopGen, buf: str, v: Var, k: int) -> None:
               f"stacked output {k} ('{name}') changes from {v.dtype}{{before}} to {v.dtype}{{after}} "
               "at iteration {t}; every iteration must produce the same shape and dtype",
               shapes=(f"{buf}.shape[1:]", shape, rank))
-    with emit.block(f"if t == {buf}.shape[0]:"):
+    with emit.block(f"if t == {buf}.shape[0]:"):  # (never when backwards: t < limit)
         grown = emit.fresh("grown")
         emit(f"{grown} = np.empty((2 * t,) + {buf}.shape[1:], {dtype_name(v.dtype)})")
         emit(f"_r.put({grown}[:t], {buf})")
         emit(f"{buf} = {grown}")
+    at = "t" if not backwards else "limit - 1 - t" if backwards == "True" else f"(limit - 1 - t if {backwards} else t)"
     if v.kind == "scalar":
-        emit(f"{buf}[t] = {v.expr}")
+        emit(f"{buf}[{at}] = {v.expr}")
     elif v.rank == 0:
-        emit(f"{buf}[t] = {v.item()}")
+        emit(f"{buf}[{at}] = {v.item()}")
     else:
-        emit(f"_r.put({buf}[t], {v.expr})")
+        emit(f"_r.put({buf}[{at}], {v.expr})")
 
 
-def _stack_result(g: LoopGen, buf: str, spec, k: int) -> str:
+def _stack_result(g: LoopGen, buf: str, spec, k: int, backwards: str | None) -> str:
     """After the loop: the t parts, reversed, padded and moved to their axis as the Stack says."""
     post = g.post
     rank = g.values[g.loop.body_groups()[2][k]].rank
     out = post.fresh(f"out_{buf}")
-    # Returned as it is, unless it would hold on to much more memory than it uses (a loop with a
-    # large trip count that a condition stopped early).
-    post(f"{out} = {buf}[:t] if 2 * t >= {buf}.shape[0] else np.copy({buf}[:t])")
-    if g.reverse:
-        post(f"{out}_r = np.ascontiguousarray({out}[::-1]) if {g.reverse} else {out}")
-        out = f"{out}_r"
-    elif spec.reverse:
-        post(f"{out}_r = np.ascontiguousarray({out}[::-1])")
-        out = f"{out}_r"
+    # Written backwards, its last t rows: all of them, or none when the loop did not start.
+    if backwards == "True":
+        post(f"{out} = {buf}[limit - t:limit]")
+    else:
+        # Returned as it is, unless it would hold on to much more memory than it uses (a loop with
+        # a large trip count that a condition stopped early).
+        post(f"{out} = {buf}[:t] if 2 * t >= {buf}.shape[0] else np.copy({buf}[:t])")
+        if backwards:
+            post(f"{out} = {buf}[limit - t:limit] if {backwards} else {out}")
+        elif g.reverse:
+            post(f"{out}_r = np.ascontiguousarray({out}[::-1]) if {g.reverse} else {out}")
+            out = f"{out}_r"
+        elif spec.reverse:
+            post(f"{out}_r = np.ascontiguousarray({out}[::-1])")
+            out = f"{out}_r"
     if spec.length is not None:
         code = g.module.error_code(g.loop.where(), f"stacked output {k} has {{a}} iterations, "
                                                    f"more than its padded length {spec.length}")
