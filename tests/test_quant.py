@@ -398,3 +398,56 @@ def test_statically_quantised_conv_and_matmul_match_onnxruntime(fmt, backend, tm
     # one quantisation step of the output's scale (onnxruntime fuses QDQ pairs into integer kernels)
     step = float(np.max(np.abs(theirs))) / 127
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=step)
+
+
+@pytest.mark.parametrize("quantised_output", [False, True])
+def test_qgemm_matches_onnxruntime(quantised_output, backend):
+    """com.microsoft QGemm, as the quantiser writes a Gemm in the QOperator format: transB, alpha,
+    per-column b scales and zero points, an int32 C; a float32 output, or one requantised to uint8
+    (then exactly onnxruntime's)."""
+    rng = np.random.default_rng(11)
+    m, k, n = 3, 37, 10
+    values = {
+        "a_scale": np.float32(0.02), "a_zp": np.uint8(131),
+        "B": rng.integers(-64, 65, (n, k), dtype=np.int8),  # transB: [N, K]
+        "b_scale": rng.uniform(0.005, 0.02, n).astype(np.float32), "b_zp": np.zeros(n, np.int8),
+        "C": rng.integers(-2000, 2000, n).astype(np.int32),
+        "y_scale": np.float32(0.04), "y_zp": np.uint8(120)}
+    inputs = ["A", "a_scale", "a_zp", "B", "b_scale", "b_zp", "C"] + (["y_scale", "y_zp"] if quantised_output else [])
+    node = helper.make_node("QGemm", inputs, ["Y"], domain="com.microsoft", alpha=0.75, transB=1)
+    out_type = TensorProto.UINT8 if quantised_output else TensorProto.FLOAT
+    graph = helper.make_graph(
+        [node], "qgemm", [helper.make_tensor_value_info("A", TensorProto.UINT8, [m, k])],
+        [helper.make_tensor_value_info("Y", out_type, [m, n])],
+        [numpy_helper.from_array(np.asarray(v), name) for name, v in values.items() if name in inputs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=8)
+    feeds = {"A": rng.integers(0, 256, (m, k), dtype=np.uint8)}
+    (ours,), (theirs,) = _load(model, backend).run(None, feeds), _ort(model, feeds)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    if quantised_output:
+        np.testing.assert_array_equal(ours, theirs)
+    else:
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=0)
+
+
+def test_a_statically_quantised_gemm_is_a_qgemm_that_matches_onnxruntime(backend, tmp_path):
+    rng = np.random.default_rng(6)
+    model = _parse("""
+    m (float[2, 24] x) => (float y) {
+        g = Gemm <transB = 1, alpha = 0.5> (x, w, bias)
+        y = Relu(g)
+    }""", 13)
+    inits = {"w": (rng.standard_normal((16, 24)) * 0.2).astype(np.float32), "bias": rng.standard_normal(16).astype(np.float32)}
+    model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in inits.items())
+    source, target = str(tmp_path / "float.onnx"), str(tmp_path / "int8.onnx")
+    onnx.save(model, source)
+    calibration = [{"x": rng.standard_normal((2, 24)).astype(np.float32)} for _ in range(4)]
+    quantization.quantize_static(source, target, _Reader(calibration), quant_format=quantization.QuantFormat.QOperator,
+                                 activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8, per_channel=True)
+    assert "QGemm" in _ops_of(target)
+    feeds = {"x": rng.standard_normal((2, 24)).astype(np.float32)}
+    (ours,), (theirs,) = _load(target, backend).run(None, feeds), _ort(target, feeds)
+    step = float(np.max(np.abs(theirs))) / 127  # (one quantisation step, as for QLinearMatMul above)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=step)

@@ -6,7 +6,9 @@ QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger and ConvI
 - QLinearMatMul / QLinearConv: the int32 product (plus QLinearConv's int32 bias), times
   a_scale * b_scale / y_scale in float32, rounded half to even, plus y_zero_point, saturated.
 - com.microsoft MatMulIntegerToFloat: the int32 product times a_scale * b_scale, plus the bias;
-  DynamicQuantizeMatMul: A quantised to uint8 by its range first (DynamicQuantizeLinear).
+  DynamicQuantizeMatMul: A quantised to uint8 by its range first (DynamicQuantizeLinear); QGemm: the
+  int32 product plus its int32 C, times alpha * a_scale * b_scale, requantised as QLinearMatMul when
+  it has y_scale.
 - com.microsoft DynamicQuantizeLSTM: an LSTM whose W [D, input, 4H] and R [D, hidden, 4H] are
   int8/uint8 with scales and zero points per direction (or per column). As onnxruntime computes
   it: X (all steps) is quantised to uint8 by its range once and multiplied by W in int32; at each
@@ -151,6 +153,27 @@ def _scaled_product(n, aq: str, a_scale: str, a_zp: str, w: str, w_scale: str, w
 def convert_matmulintegertofloat(n, A, B, a_scale, b_scale, a_zero_point="", b_zero_point="", bias=""):
     """Y = (A - a_zp) @ (B - b_zp) * (a_scale * b_scale) + bias, the product in int32"""
     n.emit("Identity", [_scaled_product(n, A, a_scale, a_zero_point, B, b_scale, b_zero_point, bias)])
+
+
+@converts("QGemm", since=1, fmt=MICROSOFT)
+def convert_qgemm(n, A, a_scale, a_zero_point, B, b_scale, b_zero_point="", C="", y_scale="", y_zero_point="", *,
+                  alpha=1.0, transA=0, transB=0):
+    """The quantiser's Gemm (static, QOperator format): acc = (A' - a_zp) @ (B' - b_zp) + C in int32
+    (C quantised with scale alpha * a_scale * b_scale), then float(acc) * (alpha * a_scale * b_scale),
+    or, given y_scale, that requantised: saturate(round(float(acc) * (alpha * a_scale * b_scale /
+    y_scale)) + y_zp). b_scale and b_zero_point are per tensor or per column of B'."""
+    bd = n.b
+    a = bd.op1("Transpose", A, perm=[1, 0]) if transA else A
+    w = bd.op1("Transpose", B, perm=[1, 0]) if transB else B
+    acc = bd.op1("MatMulInteger", a, w, a_zero_point, b_zero_point)
+    if C:
+        acc = bd.op1("Add", acc, C)
+    scale = bd.op1("Mul", bd.op1("Mul", bd.constant(np.asarray(alpha, F32)), _scalar_f32(n, a_scale)),
+                   _scalar_f32(n, b_scale))
+    if not y_scale:
+        n.emit("Mul", [bd.op1("Cast", acc, to=F32), scale])
+        return
+    _requantise(n, acc, bd.op1("Div", scale, _scalar_f32(n, y_scale)), y_zero_point)
 
 
 @converts("DynamicQuantizeMatMul", since=1, fmt=MICROSOFT)
