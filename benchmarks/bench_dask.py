@@ -74,35 +74,56 @@ def run_local(session, partitions: int, size: int, options: dict) -> float:
     return time.perf_counter() - start
 
 
+def run_direct(model, partitions: int, size: int, options: dict) -> float:
+    """Seconds for the job's work in one task: the worker's own Session (as its tasks find it),
+    partition after partition, without a task each."""
+    from rnnloop.dask import run_items
+    from rnnloop.portable import shared
+    session = shared(model)
+    start = time.perf_counter()
+    for p in range(partitions):
+        run_items(session, read(p, size), **options)
+    return time.perf_counter() - start
+
+
 def run_cluster(model: bytes, partitions: int, size: int, workers: int, outputs: str,
-                persist: bool) -> tuple[float, float]:
+                persist: bool, direct: dict | None = None) -> tuple[list[float], float, list[float]]:
     """Wall seconds of the job on a LocalCluster of `workers` processes once every worker has
-    loaded the model, and the seconds its tasks computed (Dask's task stream, all workers)."""
+    loaded the model, and the seconds its tasks computed (Dask's task stream, all workers). With
+    `direct` (run_items' options), two jobs, each followed by the same work in one task on the same
+    worker (run_direct): the seconds of each job and of each direct run, which the machine's drift
+    between two runs of a process affects far less than a comparison with another process."""
     import dask.bag as db
     import distributed
     import rnnloop.dask as rd
 
     def bag(count: int):
         return db.from_sequence(range(count), npartitions=count).map_partitions(lambda ps: read(ps[0], size))
+    jobs, baselines = [], []
     with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                   dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
             distributed.Client(cluster) as client:
         assert rd.preload(model, client) and len(client.scheduler_info()["workers"]) == workers
-        job = rd.map_bag(model, bag(partitions), batch_axis=1, outputs=outputs)
-        with distributed.get_task_stream(client) as stream:
-            start = time.perf_counter()
-            if persist:  # the outputs stay on the workers (a job that writes them out from there)
-                job = job.persist()
-                distributed.wait(job)
-            else:
-                results = job.compute()
-            seconds = time.perf_counter() - start
-        if persist:  # (counted after the clock stops: not part of the job)
-            results = job.map_partitions(lambda items: [len(items)]).compute()
-    assert (sum(results) if persist else len(results)) == partitions * size
+        for _ in range(1 if direct is None else 2):
+            job = rd.map_bag(model, bag(partitions), batch_axis=1, outputs=outputs)
+            with distributed.get_task_stream(client) as stream:
+                start = time.perf_counter()
+                if persist:  # the outputs stay on the workers (a job that writes them out from there)
+                    job = job.persist()
+                    distributed.wait(job)
+                else:
+                    results = job.compute()
+                jobs.append(time.perf_counter() - start)
+            if persist:  # (counted after the clock stops: not part of the job)
+                results = job.map_partitions(lambda items: [len(items)]).compute()
+                del job
+            assert (sum(results) if persist else len(results)) == partitions * size
+            if direct is not None:
+                portable = rd._model(model, {})[0]
+                baselines.append(client.submit(run_direct, portable, partitions, size, direct, pure=False).result())
     computing = sum(s["stop"] - s["start"] for task in stream.data for s in task["startstops"]
                     if s["action"] == "compute")
-    return seconds, computing
+    return jobs, computing, baselines
 
 
 def main() -> None:
@@ -146,20 +167,26 @@ def main() -> None:
     for r in range(args.rounds):
         print(f"round {r + 1} of {args.rounds}")
         before = run_local(session, tasks, size, options)
-        one, computing = run_cluster(model, tasks, size, 1, args.outputs, args.persist)
-        print(f"1 worker process:               {one:8.2f} s  (tasks computing {computing:.2f} s)")
-        two, _ = run_cluster(model, tasks, size, 2, args.outputs, args.persist)
+        ones, computing, directs = run_cluster(model, tasks, size, 1, args.outputs, args.persist, options)
+        one = ones[-1]
+        print(f"1 worker process:               {one:8.2f} s  (tasks computing {computing:.2f} s; the job before "
+              f"it {ones[0]:.2f} s)")
+        print(f"  the same work in one task:    {directs[-1]:8.2f} s  (after the first job {directs[0]:.2f} s)")
+        (two,), _, _ = run_cluster(model, tasks, size, 2, args.outputs, args.persist)
         print(f"2 worker processes:             {two:8.2f} s")
         after = run_local(session, tasks, size, options)
         local = (before + after) / 2  # (before and after the cluster runs: the machine's speed drifts)
         print(f"local (one process, no Dask):   {local:8.2f} s  ({before:.2f} s before, {after:.2f} s after)")
         print(f"throughput, 2 workers / 1:      {one / two:8.2f}x  (target >= 1.7)")
-        overhead = one - local
-        print(f"overhead per task (1 worker):   {1000 * overhead / tasks:8.1f} ms of {1000 * one / tasks:.1f} ms "
-              f"a task = {100 * overhead / one:.1f} %  (target <= 5 %); of it outside the tasks (scheduling, "
-              f"gathering the outputs): {1000 * (one - computing) / tasks:.1f} ms")
+        # Against the same work in the worker, right after each job: the machine drifts by up to a tenth
+        # between the runs of different processes a minute apart (the local runs above).
+        overhead = statistics.mean((job - baseline) / job for job, baseline in zip(ones, directs))
+        print(f"overhead per task (1 worker):   {1000 * overhead * one / tasks:8.1f} ms of {1000 * one / tasks:.1f} ms "
+              f"a task = {100 * overhead:.1f} %  (target <= 5 %); of it outside the tasks (scheduling, "
+              f"gathering the outputs): {1000 * (one - computing) / tasks:.1f} ms; against this process: "
+              f"{100 * (one - local) / one:.1f} %")
         speedups.append(one / two)
-        overheads.append(100 * overhead / one)
+        overheads.append(100 * overhead)
         outside.append(100 * (one - computing) / one)
     if args.rounds > 1:
         for name, values, unit in (("throughput, 2 workers / 1", speedups, "x"), ("overhead per task", overheads, " %"),
