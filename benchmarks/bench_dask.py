@@ -21,7 +21,8 @@ Gathering every item's output here costs Dask about 60 µs an array (serialized 
 --persist the outputs stay on the workers, as in a job that writes them out from there.
 
 Every process runs one thread (BLAS, Numba); the machine should have two idle cores. The workers
-start without Dask's MALLOC_TRIM_THRESHOLD_ (see the README's Dask section; --malloc-trim keeps it). --quick runs a
+start without Dask's MALLOC_TRIM_THRESHOLD_ (see the README's Dask section; --malloc-trim keeps it) and the
+scheduler without root-task queuing (worker-saturation inf; --queue keeps Dask's 1.1). --quick runs a
 job of a few seconds to check the script, not to measure.
 """
 
@@ -139,6 +140,10 @@ def main() -> None:
     parser.add_argument("--malloc-trim", action="store_true",
                         help="keep Dask's MALLOC_TRIM_THRESHOLD_=65536 for the workers (by default this script "
                              "unsets it, as the README advises: it costs rnnloop's kernels 15-25 %% more CPU)")
+    parser.add_argument("--queue", action="store_true",
+                        help="keep Dask's root-task queuing (worker-saturation 1.1: a worker is sent its next "
+                             "input task only when it has room; by default this script sends them at once, as "
+                             "the README advises for batch inference)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="rounds of the four runs (local, 1 worker, 2 workers, local): median and range")
     parser.add_argument("--quick", action="store_true", help="a job of about 2 s: checks the script, measures nothing")
@@ -149,6 +154,8 @@ def main() -> None:
 
     if not args.malloc_trim:  # (glibc stops adapting its mmap threshold: large arrays mmap'ed afresh each call)
         dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None})
+    if not args.queue:  # (each worker then holds its next tasks instead of waiting for the scheduler's)
+        dask.config.set({"distributed.scheduler.worker-saturation": float("inf")})
 
     model = gru_model(args.hidden)
     # One thread, as each worker runs its Session (rnnloop.dask loads them with threads=1): the
