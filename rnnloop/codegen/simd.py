@@ -59,6 +59,7 @@ ROWS = 12 if VECTOR_BYTES == 64 else 6
 CHUNK = 96  # rows of a per pass: their copy, [CHUNK, DEPTH], takes 96 KiB of float32 (L2 is 1-2 MiB)
 DEPTH = 256  # inner dimension per pass: a panel's part then fills 16 KiB (32 with 64-byte vectors) of L1
 MAX_ROWS = 128 if VECTOR_BYTES == 32 else np.iinfo(np.int64).max
+PAIRED = 6 if VECTOR_BYTES == 64 else 0  # blocks of up to this many rows take two panels a tile (_pairs)
 
 
 def _prefetch_address(builder, address):
@@ -159,6 +160,9 @@ def multiply(a, packed, out, backwards):
                         rows_data[start + kk * tile + r] = a[m0 + i + min(r, rows - 1), k0 + kk]
                 i += rows
                 start += depth * tile
+            if PAIRED and direct and mc <= PAIRED and panels >= 2:  # one block: two panels a tile
+                _pairs(rows_data, mc, panel_data, k, k0, depth, out, m0 * stride, stride, n, add, backwards)
+                continue
             for q in range(panels):
                 p = panels - 1 - q if backwards else q
                 j = p * width
@@ -184,6 +188,44 @@ def multiply(a, packed, out, backwards):
                     i += rows
                     start += depth * _tile_rows(rows)
     return True
+
+
+@njit(nogil=True)
+def _pairs(rows_data, rows, panel_data, k, k0, depth, out, at, stride, n, add, backwards):
+    """multiply's pass over the panels for one block of up to PAIRED rows (the block from element 0 of
+    rows_data) into out from flat element `at`, out's columns reached by vector stores: two panels a
+    tile (_tile2), the last ones, or one alone, through _block. A tile of six rows by four vectors
+    holds 24 accumulators, as one of twelve rows by two does: a 6 x 256 x 1024 product (a batch of
+    twelve split over two threads) took 0.85-0.92 of the time by single panels, 4 x 256 x 1024 0.86
+    (a 2-core Xeon with AVX-512, 2026-11-29, the weights in L2). A function of its own, not inlined
+    into multiply: there, its code made the other tiles' products slower (12 x 256 x 1024: 1.05)."""
+    width = panel_width(out)
+    panels = (n + width - 1) // width
+    edge = np.empty((PAIRED, width), out.dtype)
+    whole = n // width  # panels whose columns out holds entirely
+    pairs = whole // 2
+    for q in range(pairs):
+        low = 2 * (pairs - 1 - q if backwards else q)
+        following = low - 2 if backwards else low + 2
+        ahead = ((following if 0 <= following < pairs * 2 else low) * k + k0) * width
+        offset = (low * k + k0) * width
+        if _tile_rows(rows) == 6:
+            _tile2(6, rows_data, 0, rows, panel_data, offset, offset + k * width, depth, out, at + low * width, stride,
+                   add, ahead, depth)
+        else:
+            _tile2(4, rows_data, 0, rows, panel_data, offset, offset + k * width, depth, out, at + low * width, stride,
+                   add, ahead, depth)
+    for p in range(2 * pairs, panels):  # a panel left of an odd number, and the last columns
+        j = p * width
+        offset = (p * k + k0) * width
+        if j + width <= n:
+            _block(rows_data, 0, rows, panel_data, offset, depth, out, at + j, stride, add, offset, 0)
+        else:
+            _block(rows_data, 0, rows, panel_data, offset, depth, edge, 0, width, False, offset, 0)
+            row0 = at // stride
+            for r in range(rows):
+                for c in range(n - j):
+                    out[row0 + r, j + c] = out[row0 + r, j + c] + edge[r, c] if add else edge[r, c]
 
 
 @njit(nogil=True, inline="always")
@@ -363,6 +405,21 @@ def _loop(builder, first, last, stride, values, body):
 @intrinsic
 def _tile(typingctx, tile_rows, rows_data, start, live, panel_data, offset, depth, dst, at, stride, add, ahead,
           fetch):
+    return _tile_of(tile_rows, None, rows_data, start, live, panel_data, offset, None, depth, dst, at, stride, add,
+                    ahead, fetch)
+
+
+@intrinsic
+def _tile2(typingctx, tile_rows, rows_data, start, live, panel_data, offset, second, depth, dst, at, stride, add,
+           ahead, fetch):
+    """_tile over two panels at once, from elements `offset` and `second` of panel_data, into four
+    vectors of dst a row (the second panel's columns follow the first's)."""
+    return _tile_of(tile_rows, second, rows_data, start, live, panel_data, offset, second, depth, dst, at, stride,
+                    add, ahead, fetch)
+
+
+def _tile_of(tile_rows, two, rows_data, start, live, panel_data, offset, second, depth, dst, at, stride, add, ahead,
+             fetch):
     """The micro-kernel: a block of R rows (tile_rows, a literal) times `depth` steps of one panel.
 
     rows_data holds the block from flat element `start` as [depth, R] (its rows' elements of one step
@@ -377,18 +434,25 @@ def _tile(typingctx, tile_rows, rows_data, start, live, panel_data, offset, dept
     if not isinstance(tile_rows, types.IntegerLiteral):
         return None
     rows = tile_rows.literal_value
+    per_row = 2 if two is None else 4  # vectors of a row: one panel's two, or two panels' four
     vector = Vector(dst.dtype)
     bits = dst.dtype.bitwidth
+    arguments = (tile_rows, rows_data, start, live, panel_data, offset) + ((second,) if two is not None else ()) + (
+        depth, dst, at, stride, add, ahead, fetch)
 
     def codegen(context, builder, sig, args):
-        _, rows_, start_, live_, panel_, offset_, depth_, dst_, at_, stride_, add_, ahead_, fetch_ = args
+        if two is None:
+            _, rows_, start_, live_, panel_, offset_, depth_, dst_, at_, stride_, add_, ahead_, fetch_ = args
+            second_ = None
+        else:
+            _, rows_, start_, live_, panel_, offset_, second_, depth_, dst_, at_, stride_, add_, ahead_, fetch_ = args
         vector_type = context.get_value_type(vector)
         lanes = vector_type.count
         mask_type = ir.VectorType(ir.IntType(1), lanes)  # all lanes or none: whether a row is loaded, stored
         intp = context.get_value_type(types.intp)
-        x_data = context.make_array(sig.args[1])(context, builder, rows_).data
-        p_data = context.make_array(sig.args[4])(context, builder, panel_).data
-        d_data = context.make_array(sig.args[7])(context, builder, dst_).data
+        x_data = context.make_array(rows_data)(context, builder, rows_).data
+        p_data = context.make_array(panel_data)(context, builder, panel_).data
+        d_data = context.make_array(dst)(context, builder, dst_).data
 
         def number(value):
             return ir.Constant(intp, value)
@@ -396,12 +460,12 @@ def _tile(typingctx, tile_rows, rows_data, start, live, panel_data, offset, dept
         def at_vector(data, index):
             return builder.bitcast(builder.gep(data, [index]), vector_type.as_pointer())
 
-        def row_vectors(r):  # where row r's two vectors of dst are, and whether the row is stored
+        def row_vectors(r):  # where row r's vectors of dst are, and whether the row is stored
             row = builder.add(at_, builder.mul(stride_, number(r)))
-            pointers = (at_vector(d_data, row), at_vector(d_data, builder.add(row, number(lanes))))
+            pointers = [at_vector(d_data, builder.add(row, number(v * lanes))) for v in range(per_row)]
             return pointers, builder.icmp_signed("<", number(r), live_)
 
-        add_bit = context.cast(builder, add_, sig.args[10], types.boolean)
+        add_bit = context.cast(builder, add_, add, types.boolean)
         zero = ir.Constant(vector_type, None)
         accumulators = []
         for r in range(rows):
@@ -413,18 +477,21 @@ def _tile(typingctx, tile_rows, rows_data, start, live, panel_data, offset, dept
             f"llvm.fmuladd.v{lanes}f{bits}")
 
         def step(kk, accumulators, prefetch=False):
-            o = builder.add(offset_, builder.mul(kk, number(2 * lanes)))
-            b = [builder.load(at_vector(p_data, o), align=bits // 8),
-                 builder.load(at_vector(p_data, builder.add(o, number(lanes))), align=bits // 8)]
+            b = []
+            for first in (offset_,) if second_ is None else (offset_, second_):
+                o = builder.add(first, builder.mul(kk, number(2 * lanes)))
+                b += [builder.load(at_vector(p_data, o), align=bits // 8),
+                      builder.load(at_vector(p_data, builder.add(o, number(lanes))), align=bits // 8)]
             x0 = builder.add(start_, builder.mul(kk, number(rows)))
             updated = []
             for r in range(rows):
                 x = _splat(builder, vector_type, builder.load(builder.gep(x_data, [builder.add(x0, number(r))])))
-                updated += [builder.call(fmuladd, [x, b[v], accumulators[2 * r + v]]) for v in (0, 1)]
+                updated += [builder.call(fmuladd, [x, b[v], accumulators[per_row * r + v]]) for v in range(per_row)]
             if prefetch:  # a step of a panel is 2 * VECTOR_BYTES bytes: one line, or two of 64 bytes
                 there = builder.add(ahead_, builder.mul(kk, number(2 * lanes)))
-                for line in range(0, 2 * VECTOR_BYTES, 64):
-                    _prefetch_address(builder, builder.gep(p_data, [builder.add(there, number(line * 8 // bits))]))
+                for far in (there,) if second_ is None else (there, builder.add(there, builder.sub(second_, offset_))):
+                    for line in range(0, 2 * VECTOR_BYTES, 64):
+                        _prefetch_address(builder, builder.gep(p_data, [builder.add(far, number(line * 8 // bits))]))
             return updated
 
         first = builder.select(builder.icmp_signed("<", fetch_, depth_), fetch_, depth_)
@@ -435,11 +502,10 @@ def _tile(typingctx, tile_rows, rows_data, start, live, panel_data, offset, dept
         for r in range(rows):
             pointers, stored = row_vectors(r)
             mask = _splat(builder, mask_type, stored)
-            for pointer, value in zip(pointers, accumulators[2 * r:2 * r + 2]):
+            for pointer, value in zip(pointers, accumulators[per_row * r:per_row * (r + 1)]):
                 _masked(builder, "store", vector_type, bits, pointer, mask, value)
         return context.get_dummy_value()
-    return types.none(tile_rows, rows_data, start, live, panel_data, offset, depth, dst, at, stride, add, ahead,
-                      fetch), codegen
+    return types.none(*arguments), codegen
 
 
 @njit(nogil=True, inline="always")
