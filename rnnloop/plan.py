@@ -28,7 +28,9 @@ class LoopPlan:
 
     def describe(self) -> str:
         if isinstance(self.fused, CompiledRegion):
-            return f"{self.op.where()}: fused into the kernel of {self.fused.label}"
+            beside = [b if a is self.op else a for a, b in self.fused.kernel.concurrent if self.op is a or self.op is b]
+            at_once = f", at once with {beside[0].where()} when the session has a worker free" if beside else ""
+            return f"{self.op.where()}: fused into the kernel of {self.fused.label}{at_once}"
         if self.fused is not None:
             return f"{self.op.where()}: fused into one kernel"
         return f"{self.op.where()}: interpreted ({self.reason})"

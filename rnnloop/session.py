@@ -110,6 +110,13 @@ class Session:
         # Threads: a batch split in parts where the rows are proved independent (batching.py), and
         # BLAS held to the session's threads where that is not what OpenBLAS does by itself.
         self._splits = batching.plan(graph) if self.threads > 1 else ([], "the session has one thread")
+        if self._splits[0] and self.options.pool is not None and any(k.kernel.concurrent for k in kernels.values()):
+            # Its kernel runs loops at once, a core each (the directions of a bidirectional layer),
+            # every row in each, where a split runs both on half the rows in each part: the stacked
+            # bidirectional LSTM encoder at batch 12 took 0.90-0.93 of the split call's time on 2
+            # cores (three rounds of 20 calls, 2026-12-02).
+            self._splits = ([], "its kernel runs loops at once on the cores instead (the directions of "
+                                "a bidirectional layer)")
         self._splitter = Splitter(graph, self._splits[0], self.threads, self._run) if self._splits[0] else None
         self._blas = self.threads if self.threads != available_cores() and self._calls_blas() else None
         self._fast = self._direct if self._splitter is None and self._blas is None else None

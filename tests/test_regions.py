@@ -242,6 +242,25 @@ def test_a_regions_constants_reach_its_kernel_as_one_table_made_at_load():
     assert np.array_equal(session.run(None, {"x": np.zeros((1, 100), np.float32)})[1], b)
 
 
+def test_loops_that_read_nothing_of_each_other_are_paired_and_what_the_second_needs_moves_before_the_first():
+    """region.concurrent_loops: the two directions of each layer of a bidirectional encoder (here
+    a, b and c, d: c reads a's result and d b's) run at once; the op only b reads moves before a."""
+    from rnnloop.codegen.region import concurrent_loops
+    from rnnloop.ir import Graph, Loop, Op
+
+    a = Loop("Loop", ["", "", "x"], ["ya"])
+    before_b = Op("Neg", ["x"], ["nx"])
+    b = Loop("Loop", ["", "", "nx"], ["yb"])
+    c = Loop("Loop", ["", "", "ya"], ["yc"])
+    d = Loop("Loop", ["", "", "yb"], ["yd"])
+    after = Op("Add", ["yc", "yd"], ["y"])
+    ordered, partners = concurrent_loops(Graph("g", ["x"], ["y"], [a, before_b, b, c, d, after]))
+    assert ordered.ops == [before_b, a, b, c, d, after]
+    assert partners == {id(a): b, id(c): d}
+    chain = [a, Loop("Loop", ["", "", "ya"], ["yb"])]  # (each reads the one before)
+    assert concurrent_loops(Graph("g", ["x"], ["yb"], chain)) == (Graph("g", ["x"], ["yb"], chain), {})
+
+
 def test_a_loops_results_are_returned_uncopied_and_never_share_memory():
     """A loop's carried and stacked results are arrays the kernel made in the call: a region returns
     them as they are (a copy of a 200-step LSTM's outputs cost 1-2% of its time), but copies an output

@@ -254,3 +254,87 @@ def test_a_session_keeps_large_blocks_so_that_calls_do_not_page_fault(keep):
     faults = float(done.stdout.split()[-1])
     # 32 MiB written a call: up to 8192 pages when each call takes its blocks anew, none when kept.
     assert (faults < 100) if keep == "1" else (faults > 1000)
+
+
+_TWO_LOOPS = """
+    keep = Constant <value = bool {1}> ()
+    y = Loop(n, keep, x) <body = first (int64 i, bool c, float[N, 4] h) => (bool c2, float[N, 4] h2) {
+        c2 = Identity(c)
+        k = Mul(i, bad1)
+        column = Gather <axis = 1> (h, k)
+        wide = Unsqueeze(column, one)
+        t = Tanh(h)
+        h2 = Add(t, wide)
+    }>
+    z = Loop(n, keep, x) <body = second (int64 i, bool c, float[N, 4] h) => (bool c2, float[N, 4] h2) {
+        c2 = Identity(c)
+        step = Constant <value = int64 {1}> ()
+        k0 = Mul(i, bad2)
+        k = Add(k0, step)
+        column = Gather <axis = 1> (h, k)
+        wide = Unsqueeze(column, one)
+        s = Sigmoid(h)
+        h2 = Mul(s, wide)
+    }>"""
+
+
+def test_two_loops_that_read_nothing_of_each_other_run_at_once_and_each_ones_errors_are_raised():
+    """Issue 25: the directions of a bidirectional layer run at once, one on a worker of the pool
+    (region.concurrent_loops, kernel._emit_concurrent_loops); here two loops that read the same input.
+    The results are the bits of one thread; an error in either loop is raised, naming its node,
+    once both have stopped, and the session and its worker go on."""
+    from rnnloop.codegen import pool
+
+    model = _model(_TWO_LOOPS, "float[N, 4] x, int64 n, int64 bad1, int64 bad2", "float[N, 4] y, float[N, 4] z",
+                   one=np.array([1], np.int64))
+    one, two = rnnloop.load(model, threads=1), rnnloop.load(model, threads=2)
+    [(_, source)] = two.kernel_sources()
+    assert "concurrently" in source and "_p.post_job(" in source, source
+    assert two.explain().count("at once with Loop") == 2, two.explain()
+    workers = two.options.pool
+    x = np.random.default_rng(0).uniform(-1, 1, (3, 4)).astype(np.float32)
+    # (20000 iterations: a few milliseconds, time for a worker asleep when the call starts to wake)
+    feeds = {"x": x, "n": np.array(20000), "bad1": np.array(0), "bad2": np.array(0)}
+    want = one.run(None, feeds)
+    jobs = int(workers.block[pool.JOBS])
+    for _ in range(5):  # (a worker is woken when a call starts, but may be late for its job)
+        got = two.run(None, feeds)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    assert workers.block[pool.JOBS] > jobs
+    for bad, column in (("bad1", 4), ("bad2", 5)):  # (at iteration 2: the first loop's column 2i, the second's 2i + 1)
+        with pytest.raises(RnnloopError) as raised:
+            one.run(None, {**feeds, bad: np.array(2)})
+        message = str(raised.value)
+        assert "Gather" in message and f"index {column} is out of range" in message, message
+        for _ in range(3):
+            with pytest.raises(RnnloopError) as again:
+                two.run(None, {**feeds, bad: np.array(2)})
+            assert str(again.value) == message
+    jobs = int(workers.block[pool.JOBS])
+    for _ in range(5):
+        for g, w in zip(two.run(None, feeds), want):
+            np.testing.assert_array_equal(g, w)
+    assert workers.block[pool.JOBS] > jobs
+
+
+@pytest.mark.slow  # (the encoder test's kernel in test_regions: slow there too)
+def test_the_directions_of_a_bidirectional_encoder_run_at_once_and_give_the_bits_of_one_thread():
+    from rnnloop.codegen import pool
+
+    model, _ = models.bilstm_encoder(batch=12, input_size=8, hidden=16, steps=5, layers=2)
+    one, two = rnnloop.load(model, threads=1), rnnloop.load(model, threads=2)
+    assert two.kernel_sources()[0][1].count("concurrently") == 2
+    # (its rows could be split over the threads: the directions at once, every row in each, are faster)
+    assert "not split over threads: its kernel runs loops at once" in two.explain(), two.explain()
+    workers = two.options.pool
+    rng = np.random.default_rng(1)
+    for batch in (1, 12):
+        feeds = {"X": rng.standard_normal((7, batch, 8)).astype(np.float32)}
+        want = one.run(None, feeds)
+        jobs = int(workers.block[pool.JOBS])
+        for _ in range(5):
+            got = two.run(None, feeds)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+        assert workers.block[pool.JOBS] > jobs

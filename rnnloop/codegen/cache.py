@@ -46,7 +46,7 @@ RUNTIME_MODULES: tuple[str, ...] = ("rnnloop.codegen.blas", "rnnloop.codegen.mat
 # Modules that only the kernels using them import (`from rnnloop.codegen import NAME as ...`): their
 # text is in those kernels' names alone, so a change to one recompiles only its users.
 OPTIONAL_MODULES: tuple[str, ...] = ("rnnloop.codegen.simd", "rnnloop.codegen.resize_rt", "rnnloop.codegen.conv_rt", "rnnloop.codegen.signal",
-                                   "rnnloop.codegen.quant_rt")
+                                   "rnnloop.codegen.quant_rt", "rnnloop.codegen.pool")
 
 _lock = threading.Lock()  # two threads loading the same source must get the same module
 _warned_dirs: set[Path] = set()  # unusable cache dirs already warned about (warn once)

@@ -40,8 +40,9 @@ class Compiled:
         # What the kernel takes after its inputs: the constants, or the one table of them (bind).
         self.arguments = [bind(self.constants)] if self.kernel.bound else self.constants
         self.fallbacks = 0
-        # Only packed products share with the workers (pool.py): another kernel leaves them asleep.
-        self.shares = "_s.matmul_packed_" in self.kernel.source
+        # Only packed products and loops run as jobs share with the workers (pool.py): another kernel
+        # leaves them asleep.
+        self.shares = "_s.matmul_packed_" in self.kernel.source or "_p.post_job(" in self.kernel.source
         function = self._dispatcher = self._compile()
         # The compiled function itself: it unboxes its arguments as the signature says without
         # Numba's dispatch (typing each argument: a microsecond for a few arrays). Arguments must

@@ -98,6 +98,7 @@ class KernelModule:
     errors: list[tuple[str, str]] = field(default_factory=list)  # code-1 -> (op origin, message)
     fallbacks: set[int] = field(default_factory=set)  # codes meaning "run this loop in the interpreter"
     bound: bool = False  # the constants passed as one table (fused.bind), not an argument each
+    concurrent: list[tuple[Loop, Loop]] = field(default_factory=list)  # loops run at once (_emit_concurrent_loops)
 
     def error(self, status: np.ndarray, exc: BaseException) -> str | None:
         """The message for a kernel that stopped: by the code it set, or by the op it was running."""
@@ -121,13 +122,15 @@ class ModuleGen:
         self.functions: list[str] = []
         self.errors: list[tuple[str, str]] = []
         self.fallbacks: set[int] = set()
-        self.names: set[str] = {"math", "np", "njit", "_m", "_r", "_b", "_rz", "_cv", "_s", "_sig", "eb", "rev", "kernel", "status", "max_iter", "trip", "cond", "limit", "t"}
+        self.names: set[str] = {"math", "np", "njit", "_m", "_r", "_b", "_rz", "_cv", "_s", "_sig", "eb", "rev", "kernel", "status", "_p", "max_iter", "trip", "cond", "limit", "t"}
         self.loops = 0
         self.helpers: dict[str, str] = {}
         self.products: set[str] = set()  # dtypes of the packed products called (simd.require)
         self.small_constants: dict[tuple, str] = {}  # (dtype, shape, bytes) -> its global's name
         self.loop_functions: dict[tuple, str] = {}  # canonical text of an inner loop -> its name
         self.loop_calls: dict[str, int] = {}  # inner loop function -> its call sites (see _any_layout)
+        self.tasks: dict[tuple, str] = {}  # an inner loop's call as a job (_task) -> its task's name
+        self.concurrent: list[tuple[Loop, Loop]] = []  # pairs of loops run at once
 
     def error_code(self, where: str, message: str) -> int:
         self.errors.append((where, message))
@@ -173,6 +176,8 @@ class ModuleGen:
         if "_s." in code:  # imported only where used: see cache.OPTIONAL_MODULES
             header += "from rnnloop.codegen import simd as _s\n"
             header += "".join(f"_s.require({dtype!r})\n" for dtype in sorted(self.products))
+        if "_p." in code:  # loops run as jobs (_task): the pool's entry points
+            header += "from rnnloop.codegen import pool as _p\n"
         if "_sig." in code:  # (likewise)
             header += "from rnnloop.codegen import signal as _sig\n"
         if "_rz." in code:  # imported only where used: see cache.OPTIONAL_MODULES
@@ -188,7 +193,7 @@ class ModuleGen:
                 f".reshape({shape_tuple([str(d) for d in shape])}).copy()\n"
                 for (dtype, shape, data), name in self.small_constants.items())
         source = header + "\n\n" + code + "\n"
-        return KernelModule(source, entry, constants, self.errors, self.fallbacks)
+        return KernelModule(source, entry, constants, self.errors, self.fallbacks, concurrent=self.concurrent)
 
 
 class LoopGen:
@@ -244,6 +249,10 @@ class LoopGen:
         # Carried sequences the body appends to: body name -> (storage array, count, element type).
         self.sequences: dict[str, tuple[str, str, TensorType]] = {}
         self.prepended: set[str] = set()  # carried sequences inserted into at 0: held reversed
+        # Loops run together (region.concurrent_loops): the first's id -> the second, which is then
+        # emitted with it and skipped where it stands (`joined`, by id).
+        self.partners: dict[int, Loop] = {}
+        self.joined: set[int] = set()
 
     # -- helpers for rules ------------------------------------------------------------------
 
@@ -950,6 +959,14 @@ def _emit_op(g: LoopGen, op: Op, hoist: bool = True) -> None:
     from . import conv, nn, reductions, resize, rules, shapes, signal, small_ops  # noqa: F401  (they register the rules)
     from .scalar import ELEMENTWISE
     if isinstance(op, Loop):
+        if id(op) in g.joined:  # (emitted with the loop it runs beside)
+            return
+        partner = g.partners.get(id(op))
+        if partner is not None and _job_ready(g, op) and _job_ready(g, partner):
+            g.body(f"# {code_text(op.where())} and {code_text(partner.where())}, concurrently")
+            _emit_concurrent_loops(g, op, partner)
+            g.joined.add(id(partner))
+            return
         g.body(f"# {code_text(op.where())}")
         outs = _emit_inner_loop(g, op)
     elif isinstance(op, If):
@@ -1060,12 +1077,19 @@ def _zero_d(g: LoopGen, v: Var) -> Var:
     return Var(name, v.dtype, 0, "invariant")
 
 
-def _emit_inner_loop(g: LoopGen, op: Loop) -> list[Var]:
-    """A loop in the body: its own function in the module, called once per outer iteration."""
+class _LoopCall(NamedTuple):
+    """A call of an inner loop's function: its name, arguments and results."""
+
+    name: str
+    scalars: list[str]  # eb, perhaps rev, max_iter, trip, then cond (a bool)
+    arrays: list[Var]  # the loop's inputs, then the constants of its body
+    out_types: list[tuple[np.dtype, int]]
+
+
+def _loop_call(g: LoopGen, op: Loop) -> _LoopCall:
+    """The function of inner loop `op` (emitted into the module) and the arguments to call it with."""
     known = {**g.known, **{n: v for n, v in g.graph.constants.items() if isinstance(v, np.ndarray)}}
     name, inner_constants, out_types, first_code, reverse = _loop_function(g.module, op, known)
-    # The inner loop's constants pass through this function's parameters.
-    args = [g.pass_constant(value, "k_inner") for value in inner_constants]
     ins = [g.var(n) for n in op.inputs]
     for k, (v, n) in enumerate(zip(ins[2:], op.inputs[2:]), start=2):
         if v is None:
@@ -1076,16 +1100,135 @@ def _emit_inner_loop(g: LoopGen, op: Loop) -> list[Var]:
     if ins[0] is not None:
         trip = f"max(np.int64({trip}), 0)"
     cond = _scalar_of(g, ins[1], "True", "condition", op)
-    results = g.body.fresh("results")
     # (np.int64 of a literal is no literal type: one compiled function serves every call site)
-    way = "" if reverse is None else f"np.int64({int(reverse)}), "
-    g.module.loop_calls[name] = g.module.loop_calls.get(name, 0) + 1
-    g.body(f"{results} = {name}(status, np.int64({g.code(first_code)}), {way}max_iter, {trip}, {cond} != 0, "
-           f"{', '.join([_any_layout(name, v) for v in ins[2:]] + args)})")
+    scalars = [f"np.int64({g.code(first_code)})", *([] if reverse is None else [f"np.int64({int(reverse)})"]),
+               "max_iter", trip, f"{cond} != 0"]
+    # The inner loop's constants pass through this function's parameters.
+    constants = [Var(g.pass_constant(value, "k_inner"), value.dtype, value.ndim, "invariant") for value in inner_constants]
+    return _LoopCall(name, scalars, ins[2:] + constants, out_types)
+
+
+def _emit_inner_loop(g: LoopGen, op: Loop) -> list[Var]:
+    """A loop in the body: its own function in the module, called once per outer iteration."""
+    call = _loop_call(g, op)
+    g.module.loop_calls[call.name] = g.module.loop_calls.get(call.name, 0) + 1
+    results = g.body.fresh("results")
+    n_ins = len(op.inputs) - 2
+    args = [_any_layout(call.name, v) for v in call.arrays[:n_ins]] + [v.expr for v in call.arrays[n_ins:]]
+    g.body(f"{results} = {call.name}(status, {', '.join(call.scalars + args)})")
+    return _loop_results(g, op, call, [f"{results}[{k}]" for k in range(len(call.out_types))])
+
+
+def _loop_results(g: LoopGen, op: Loop, call: _LoopCall, exprs: list[str]) -> list[Var]:
+    """The Vars of a loop's results, each assigned from its expression in `exprs`."""
     outs = []
-    for k, (out, (dtype, rank)) in enumerate(zip(op.outputs, out_types)):
+    for out, (dtype, rank), expr in zip(op.outputs, call.out_types, exprs):
         dtype, rank = g.out_type(out, rank, dtype)
         var = g.body.fresh(f"v_{out}")
-        g.body(f"{var} = {results}[{k}]")
+        g.body(f"{var} = {expr}")
         outs.append(Var(var, dtype, rank, "fresh"))  # (its own: see _loop_function's outputs)
     return outs
+
+
+# A loop run as a job (_emit_concurrent_loops): its words are the status array (address, size,
+# stride), a flag set when the loop failed, its scalar arguments, its arrays (address, sizes, byte
+# strides) and its results (a reference, address, sizes, byte strides).
+_FAILED = 3
+
+
+def _words(call: _LoopCall) -> tuple[list[int], list[int], int]:
+    """Where each array argument and each result starts in a job's words, and how many there are."""
+    at = _FAILED + 1 + len(call.scalars)
+    arrays, results = [], []
+    for v in call.arrays:
+        arrays.append(at)
+        at += 1 + 2 * v.rank
+    for _, rank in call.out_types:
+        results.append(at)
+        at += 2 + 2 * rank
+    return arrays, results, at
+
+
+def _task(g: LoopGen, call: _LoopCall, n_ins: int) -> str:
+    """The function that runs `call` on a job's words (a worker calls it through pool.job_of)."""
+    arrays, results, _ = _words(call)
+    # Inputs as views of layout 'A', as an inner loop of several call sites takes them (_any_layout),
+    # the constants C-contiguous, as they are: the function is compiled once for both ways of calling it.
+    layouts = [v.rank == 0 or k >= n_ins for k, v in enumerate(call.arrays)]
+    key = (call.name, tuple((v.dtype.str, v.rank, c) for v, c in zip(call.arrays, layouts)), len(call.scalars),
+           tuple(call.out_types))
+    name = g.module.tasks.get(key)
+    if name is not None:
+        return name
+    name = g.module.tasks[key] = f"task{len(g.module.tasks) + 1}"
+    first = _FAILED + 1
+    scalars = [f"words[{first + k}]" for k in range(len(call.scalars) - 1)] + [f"words[{first + len(call.scalars) - 1}] != 0"]
+    views = [f"_r.view_at(words, {at}, np.{v.dtype}, {v.rank}, {c})" for v, at, c in zip(call.arrays, arrays, layouts)]
+    keeps = [f"    _r.keep(words, {at}, np.ascontiguousarray(results[{k}]))" for k, at in enumerate(results)]
+    g.module.functions.append("\n".join([
+        HELPER, f"def {name}(words):",
+        f'    """{call.name} on the words of a job (kernel._words)"""',
+        "    status = _r.view_at(words, 0, np.int64, 1, True)",
+        "    try:",
+        f"        results = {call.name}(status, {', '.join(scalars + views)})",
+        "    except Exception:  # (the caller raises it: see _emit_concurrent_loops)",
+        f"        words[{_FAILED}] = 1",
+        "        return",
+        *keeps]))
+    return name
+
+
+def _job_ready(g: LoopGen, op: Loop) -> bool:
+    """Whether the inputs of loop `op` are all arrays (or scalars) the function holds at this point:
+    what its job's words can carry. (A fused group of ops runs where its last op stands, which may
+    be after the second loop of a pair: the pair then runs one loop after the other.)"""
+    return all(g.values.get(n) is not None and g.values[n].kind not in ("sequence", "lazy") for n in op.inputs if n)
+
+
+def _emit_concurrent_loops(g: LoopGen, first: Loop, second: Loop) -> None:
+    """Two loops, neither reading the other's results (the directions of a bidirectional layer): the
+    second is handed to an idle worker of the call's pool while the caller runs the first, each on
+    its own core; without one (one thread, no worker idle), the caller runs both. Each runs through
+    its task, from words the caller keeps alive until both are done."""
+    g.module.concurrent.append((first, second))
+    calls, words, tasks, sizes = [], [], [], []
+    for op in (first, second):
+        call = _loop_call(g, op)
+        n_ins = len(op.inputs) - 2
+        g.module.loop_calls[call.name] = g.module.loop_calls.get(call.name, 0) + 2  # (see _any_layout)
+        task = _task(g, call, n_ins)
+        arrays, _, size = _words(call)
+        w = g.body.fresh("words")
+        status = "status" if op is first else g.body.fresh("status")
+        if op is second:  # (its own: an error each, with its own details)
+            g.body(f"{status} = np.copy(status)")
+        g.body(f"{w} = np.zeros({size}, np.int64)")
+        g.body(f"_r.put_view({w}, 0, {status})")
+        for k, scalar in enumerate(call.scalars):
+            g.body(f"{w}[{_FAILED + 1 + k}] = {scalar}")
+        for v, at in zip(call.arrays, arrays):
+            g.body(f"_r.put_view({w}, {at}, {v.expr})")
+        calls.append((call, status))
+        words.append(w)
+        tasks.append(task)
+        sizes.append(size)
+    worker, started = g.body.fresh("worker"), g.body.fresh("started")
+    g.body(f"{worker} = _p.post_job(status[{STATUS_THREADS}], status[{STATUS_POOL}], {words[1]}, "
+           f"_p.job_of({tasks[1]}, {sizes[1]}))")
+    g.body(f"{started} = _p.ticks()")
+    g.body(f"{tasks[0]}({words[0]})")
+    g.body(f"if not _p.join_job(status[{STATUS_POOL}], {worker}, _p.ticks() - {started}):")
+    g.body(f"    {tasks[1]}({words[1]})")
+    # (the arrays the words point into stay alive until both loops are done: see runtime.alive)
+    g.body(f"_r.alive({', '.join(dict.fromkeys([calls[1][1]] + [v.expr for call, _ in calls for v in call.arrays]))})")
+    for op, (call, status), w in zip((first, second), calls, words):
+        _, results, _ = _words(call)
+        exprs = [f"_r.adopt({w}, {at}, np.{dtype}, {rank})" for (dtype, rank), at in zip(call.out_types, results)]
+        for name, var in zip(op.outputs, _loop_results(g, op, call, exprs)):
+            if name:
+                g.define(name, var)
+    for (call, status), w in zip(calls, words):  # (after adopting the results, which a failure leaves empty)
+        g.body(f"if {w}[{_FAILED}] != 0:")
+        if status != "status":
+            g.body(f"    _r.put(status, {status})")
+        g.body("    _r.stop(status, status[0], status[1], status[2], status[3])")

@@ -30,6 +30,12 @@ Where there are more runnable threads than cores (a busy process on the worker's
 worker yields its core every YIELD pauses, and callers back off from a worker whose share kept them
 waiting (take_back). Fork: a child has the block but no threads; it starts a pool afresh.
 
+A worker also takes a whole loop (post_job, join_job): the two directions of a bidirectional layer
+run at once, the caller's on one core and the worker's on the other, with no hand-off per step
+(kernel._emit_concurrent_loops). The job's function is a C function of the generated module, its
+one argument the address of words that hold the loop's arguments and, after it, its results. A
+napping worker is claimed for a loop too: it starts within a nap, little against a loop's time.
+
 Every session of several threads uses the pool, unless RNNLOOP_SHARE_PRODUCTS=0 (session._workers).
 """
 
@@ -54,7 +60,8 @@ UNTIL, WINDOW = 1, 2  # within a slot: the tick until which callers leave the wo
 JOB = 8  # the job's first element within a slot
 ARITY = 28
 HEADER = 8  # block[0]: the workers, block[SHARED]: products shared so far, block[BACKED_OFF]: times
-SHARED, BACKED_OFF = 1, 2  # callers backed off from a worker (both for tests); then the slots
+SHARED, BACKED_OFF, JOBS = 1, 2, 3  # callers backed off from a worker, block[JOBS]: jobs workers ran
+#                                     (post_job; all three for tests); then the slots
 
 IDLE, CLAIMED, POSTED, RUNNING, DONE, ASLEEP, STOP, NAPPING = range(8)
 
@@ -347,3 +354,102 @@ def _forget() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget)
+
+
+# ---------------------------------------------------------------------------------------------
+# whole calls as jobs: a loop of a kernel run by a worker while the caller runs another
+# (the directions of a bidirectional layer; kernel._emit_concurrent_loops)
+
+@intrinsic
+def job_of(typingctx, task, count):
+    """The address of a job function (of ARITY int64 arguments) that runs compiled function `task`
+    on the `count` int64 words at its first argument (`count` a literal; `task` takes the words as
+    an array and catches its errors: see kernel._task). The function is made inside the caller's
+    own code, so a kernel from Numba's cache has it, and compiling it costs no second optimisation
+    of the loop that `task` runs, as a C function of its own (a cfunc) did: a bidirectional
+    encoder's cold compile took 42 s that way, 36-38 without jobs (ad hoc, 2026-12-02)."""
+    words = types.Array(types.int64, 1, "C")
+    if not isinstance(task, types.Dispatcher) or not isinstance(count, types.IntegerLiteral):
+        return None
+    task.get_call_type(typingctx, (words,), {})  # (compiles it for its words)
+    size = count.literal_value
+
+    def codegen(context, builder, sig, args):
+        compiled = task.dispatcher.overloads[(words,)]
+        module, i64 = builder.module, ir.IntType(64)
+        name = f"rnnloop_job.{compiled.fndesc.mangled_name}"
+        function = module.globals.get(name)
+        if function is None:
+            function = ir.Function(module, ir.FunctionType(i64, [i64] * ARITY), name)
+            function.linkage = "internal"
+            body = ir.IRBuilder(function.append_basic_block())
+            view = _words(context, body, function.args[0], ir.Constant(i64, size))
+            callee = context.declare_function(module, compiled.fndesc)
+            context.call_conv.call_function(body, callee, compiled.signature.return_type, compiled.signature.args, [view])
+            body.ret(ir.Constant(i64, 0))
+            context.add_linking_libs([compiled.library])
+        return builder.ptrtoint(function, i64)
+    return types.int64(task, count), codegen
+
+
+def _words(context, builder, address, count):
+    """The value of an int64 array of `count` elements at `address` (LLVM values), without a
+    reference count."""
+    from numba.np.arrayobj import populate_array
+    i64 = ir.IntType(64)
+    out = context.make_array(types.Array(types.int64, 1, "C"))(context, builder)
+    populate_array(out, data=builder.inttoptr(address, i64.as_pointer()), shape=cgutils.pack_array(builder, [count]),
+                   strides=cgutils.pack_array(builder, [ir.Constant(i64, 8)]), itemsize=ir.Constant(i64, 8), meminfo=None)
+    return out._getvalue()
+
+
+@intrinsic
+def words_at(typingctx, address, count):
+    """The int64 array of `count` elements at `address` (the block), without a reference count."""
+    def codegen(context, builder, sig, args):
+        return _words(context, builder, *args)
+    return types.Array(types.int64, 1, "C")(types.int64, types.int64), codegen
+
+
+@njit(nogil=True, cache=True)
+def post_job(threads, address, words, entry):
+    """Hand the job `entry` (job_address) on `words` to an idle or napping worker of the pool at
+    `address` (the call's threads and block: the status array's last two elements): the worker's
+    index, or -1 when the call has one thread or no worker is free (the caller then runs the job)."""
+    if threads < 2 or address == 0:
+        return -1
+    workers = words_at(address, HEADER)[0]
+    block = words_at(address, HEADER + workers * SLOT)
+    now, found = ticks(), -1
+    for w in range(workers):
+        # A napping worker too (unlike claim): it sees the job within a nap, a small delay for a
+        # loop, where a product cannot wait for it. (Between the layers of a bidirectional encoder
+        # the worker napped: it spins for SPIN pauses, about 0.1 ms on the 2-core Xeon, and a job
+        # for an idle worker only found it idle in one layer of three at batch 12.)
+        state = HEADER + w * SLOT
+        if now >= block[state + UNTIL] and (swap(block, state, IDLE, CLAIMED) or swap(block, state, NAPPING, CLAIMED)):
+            found = w
+            break
+    if found < 0:
+        return -1
+    w = found
+    job = HEADER + w * SLOT + JOB
+    block[job] = entry
+    block[job + 1] = words.ctypes.data
+    post(block, w)
+    return w
+
+
+@njit(nogil=True, cache=True)
+def join_job(address, w, own):
+    """After post_job gave worker w (or -1) a job and the caller did its own work in `own` ticks:
+    True once the worker has done the job; False if nobody has (the caller runs it now)."""
+    if w < 0:
+        return False
+    workers = words_at(address, HEADER)[0]
+    block = words_at(address, HEADER + workers * SLOT)
+    if take_back(block, w, own):
+        return False
+    block[JOBS] += 1  # (a count for tests, as SHARED)
+    return True
+

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..interp.graph import Options, run_region
-from ..ir import Graph, Region
+from ..ir import Graph, Loop, Region
 from .emitter import NoRule, Var, code_text, dtype_name
 from .fused import Compiled
 from .kernel import ENTRY, KernelModule, LoopGen, ModuleGen, drop_unused, emit_ops
@@ -29,6 +29,8 @@ def generate_region(body: Graph, label: str) -> KernelModule:
         g.define(name, Var(arg, np.dtype(t.dtype), len(t.shape), "invariant"))
     g.define_constants(body, "region")
     g.pre("t = 0")  # (errors report an iteration; straight-line code has none)
+    body, g.partners = concurrent_loops(body)
+    g.graph = body
     emit_ops(g, body, set(), hoist=False)
     returned: set[str] = set()
     outputs = [_returned(g, name, returned) for name in body.outputs]
@@ -43,6 +45,55 @@ def generate_region(body: Graph, label: str) -> KernelModule:
              f"    return ({results}{',' if len(outputs) == 1 else ''})"]
     module.functions.append("\n".join(drop_unused(lines, g.owned)))
     return replace(module.kernel_module("kernel", g.constants), bound=bool(bind))
+
+
+def concurrent_loops(graph: Graph) -> tuple[Graph, dict[int, Loop]]:
+    """Pairs of loops that can run at once, one beside the other (the two directions of a
+    bidirectional layer): each loop is paired with the next one that reads nothing it computes,
+    the ops that loop needs moved before the first where they are after it, and the second put
+    right after the first. The graph in that order, and the pairs by the first's id."""
+    ops = list(graph.ops)
+    partners: dict[int, Loop] = {}
+    paired: set[int] = set()
+    k = 0
+    while k < len(ops):
+        first = ops[k]
+        if isinstance(first, Loop) and id(first) not in paired:
+            for j in range(k + 1, len(ops)):
+                second = ops[j]
+                if not isinstance(second, Loop) or id(second) in paired:
+                    continue
+                needed = _needed_after(ops, k, j)
+                if needed is None:
+                    continue
+                # first's needs, then second's (in their order), first, second, then the rest
+                moved = [ops[i] for i in sorted(needed)]
+                rest = [op for i, op in enumerate(ops[k + 1:], start=k + 1) if i not in needed and i != j]
+                ops = ops[:k] + moved + [first, second] + rest
+                partners[id(first)] = second
+                paired |= {id(first), id(second)}
+                k += len(moved)
+                break
+        k += 1
+    return (replace(graph, ops=ops) if partners else graph), partners
+
+
+def _needed_after(ops: list, k: int, j: int) -> set[int] | None:
+    """The ops between ops[k] and ops[j] that ops[j] reads from, directly or not; None if ops[j]
+    reads from ops[k] that way (then they cannot run at once)."""
+    made = {name: i for i, op in enumerate(ops[:j]) for name in op.outputs if name}
+    needed: set[int] = set()
+    todo = [j]
+    while todo:
+        for name in ops[todo.pop()].inputs:
+            i = made.get(name)
+            if i is None or i < k or i in needed:
+                continue
+            if i == k:
+                return None
+            needed.add(i)
+            todo.append(i)
+    return needed
 
 
 def _returned(g: LoopGen, name: str, returned: set[str]) -> Var:

@@ -138,3 +138,98 @@ def bound(typingctx, table, index, dtype, ndim):
                        itemsize=context.get_constant(types.intp, context.get_abi_sizeof(element)), meminfo=None)
         return out._getvalue()
     return array(table, types.int64, dtype, ndim), codegen
+
+
+# ---------------------------------------------------------------------------------------------
+# A call handed to another thread (pool.post_job): its arguments and results as int64 words.
+# An array is its address, sizes and byte strides; a result also the reference that keeps it alive.
+
+def _array_from(context, builder, array, words_array, words_value, at, meminfo: bool):
+    """`array` (a Numba array type) from the words at `at`: [meminfo,] address, sizes, strides."""
+    from numba.core import cgutils
+    from numba.np.arrayobj import populate_array
+    rank = array.ndim
+    words = context.make_array(words_array)(context, builder, words_value)
+    base = builder.gep(words.data, [at])
+    fields = [builder.load(builder.gep(base, [ir.Constant(ir.IntType(64), k)]))
+              for k in range(1 + meminfo + 2 * rank)]
+    if meminfo:
+        owner, fields = fields[0], fields[1:]
+    out = context.make_array(array)(context, builder)
+    element = context.get_data_type(array.dtype)
+    populate_array(out, data=builder.inttoptr(fields[0], element.as_pointer()),
+                   shape=cgutils.pack_array(builder, fields[1:1 + rank], ir.IntType(64)),
+                   strides=cgutils.pack_array(builder, fields[1 + rank:], ir.IntType(64)),
+                   itemsize=context.get_constant(types.intp, context.get_abi_sizeof(element)),
+                   meminfo=builder.inttoptr(owner, context.get_value_type(types.MemInfoPointer(types.voidptr)))
+                   if meminfo else None)
+    return out._getvalue()
+
+
+@intrinsic
+def view_at(typingctx, words, at, dtype, ndim, contiguous):
+    """The array whose address, sizes and strides put_view wrote at words[at:]: of `dtype` and rank
+    `ndim`, of layout 'C' if `contiguous` else 'A' (literals), without a reference count: its
+    memory is kept alive by whoever wrote the words."""
+    if not isinstance(ndim, types.IntegerLiteral) or not isinstance(contiguous, types.BooleanLiteral):
+        return None
+    array = types.Array(dtype.instance_type, ndim.literal_value, "C" if contiguous.literal_value else "A")
+
+    def codegen(context, builder, sig, args):
+        return _array_from(context, builder, array, sig.args[0], args[0], args[1], meminfo=False)
+    return array(words, types.int64, dtype, ndim, contiguous), codegen
+
+
+@njit(cache=True, nogil=True)
+def put_view(words, at, a):
+    """Write array a's address, sizes and byte strides at words[at:], for view_at (a stays alive
+    until the reader is done: its writer waits for it)."""
+    words[at] = a.ctypes.data
+    for d in range(a.ndim):
+        words[at + 1 + d] = a.shape[d]
+        words[at + 1 + a.ndim + d] = a.strides[d]
+
+
+@intrinsic
+def keep(typingctx, words, at, array):
+    """Write a result at words[at:]: a reference to it, its address, sizes and byte strides, for
+    adopt (which takes the reference over). A C-contiguous array (the type adopt gives it)."""
+    if not isinstance(array, types.Array) or array.layout != "C":
+        return None
+
+    def codegen(context, builder, sig, args):
+        words_, at_, value = args
+        context.nrt.incref(builder, sig.args[2], value)
+        a = context.make_array(sig.args[2])(context, builder, value)
+        i64 = ir.IntType(64)
+        fields = [builder.ptrtoint(a.meminfo, i64), builder.ptrtoint(a.data, i64)]
+        from numba.core import cgutils
+        fields += cgutils.unpack_tuple(builder, a.shape) + cgutils.unpack_tuple(builder, a.strides)
+        base = builder.gep(context.make_array(sig.args[0])(context, builder, words_).data, [at_])
+        for k, field in enumerate(fields):
+            builder.store(field, builder.gep(base, [ir.Constant(i64, k)]))
+        return context.get_dummy_value()
+    return types.void(words, at, array), codegen
+
+
+@intrinsic
+def adopt(typingctx, words, at, dtype, ndim):
+    """The C-contiguous result of `dtype` and rank `ndim` that keep wrote at words[at:], owning the
+    reference keep took. Words still zero (the call failed) give an empty array that owns nothing."""
+    if not isinstance(ndim, types.IntegerLiteral):
+        return None
+    array = types.Array(dtype.instance_type, ndim.literal_value, "C")
+
+    def codegen(context, builder, sig, args):
+        return _array_from(context, builder, array, sig.args[0], args[0], args[1], meminfo=True)
+    return array(words, types.int64, dtype, ndim), codegen
+
+
+
+@njit(cache=True, nogil=True)
+def alive(*arrays):
+    """Nothing: a use of `arrays` after the job that reads them through its words, whose views hold no
+    reference (put_view). Numba frees an array after its last use: an LSTM's zero initial states,
+    last used when their views were written, were freed there, and the loop read whatever the
+    memory held next. (Not inlined: its inlined empty body would no longer use them.)"""
+    return None
