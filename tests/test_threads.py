@@ -256,26 +256,18 @@ def test_a_session_keeps_large_blocks_so_that_calls_do_not_page_fault(keep):
     assert (faults < 100) if keep == "1" else (faults > 1000)
 
 
-_TWO_LOOPS = """
-    keep = Constant <value = bool {1}> ()
-    y = Loop(n, keep, x) <body = first (int64 i, bool c, float[N, 4] h) => (bool c2, float[N, 4] h2) {
+_LOOP = """
+    {out} = Loop(n, keep, x) <body = {name} (int64 i, bool c, float[N, 4] h) => (bool c2, float[N, 4] h2) {{
         c2 = Identity(c)
-        k = Mul(i, bad1)
+        k = Mul(i, {bad})
         column = Gather <axis = 1> (h, k)
         wide = Unsqueeze(column, one)
-        t = Tanh(h)
+        t = {activation}(h)
         h2 = Add(t, wide)
-    }>
-    z = Loop(n, keep, x) <body = second (int64 i, bool c, float[N, 4] h) => (bool c2, float[N, 4] h2) {
-        c2 = Identity(c)
-        step = Constant <value = int64 {1}> ()
-        k0 = Mul(i, bad2)
-        k = Add(k0, step)
-        column = Gather <axis = 1> (h, k)
-        wide = Unsqueeze(column, one)
-        s = Sigmoid(h)
-        h2 = Mul(s, wide)
-    }>"""
+    }}>"""
+_TWO_LOOPS = ("keep = Constant <value = bool {1}> ()"  # (two loops of one code, as a layer's directions)
+              + _LOOP.format(out="y", name="first", bad="bad1", activation="Tanh")
+              + _LOOP.format(out="z", name="second", bad="bad2", activation="Tanh"))
 
 
 def test_two_loops_that_read_nothing_of_each_other_run_at_once_and_each_ones_errors_are_raised():
@@ -302,20 +294,26 @@ def test_two_loops_that_read_nothing_of_each_other_run_at_once_and_each_ones_err
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
     assert workers.block[pool.JOBS] > jobs
-    for bad, column in (("bad1", 4), ("bad2", 5)):  # (at iteration 2: the first loop's column 2i, the second's 2i + 1)
+    for bad, factor in (("bad1", 2), ("bad2", 3)):  # (the first loop reads column 4 of 4 at iteration 2, the second 6)
         with pytest.raises(RnnloopError) as raised:
-            one.run(None, {**feeds, bad: np.array(2)})
+            one.run(None, {**feeds, bad: np.array(factor)})
         message = str(raised.value)
-        assert "Gather" in message and f"index {column} is out of range" in message, message
+        assert "Gather" in message and f"index {2 * factor} is out of range" in message, message
         for _ in range(3):
             with pytest.raises(RnnloopError) as again:
-                two.run(None, {**feeds, bad: np.array(2)})
+                two.run(None, {**feeds, bad: np.array(factor)})
             assert str(again.value) == message
     jobs = int(workers.block[pool.JOBS])
     for _ in range(5):
         for g, w in zip(two.run(None, feeds), want):
             np.testing.assert_array_equal(g, w)
     assert workers.block[pool.JOBS] > jobs
+    # Loops of different code run one after the other: one may take far longer than the other.
+    other = ("keep = Constant <value = bool {1}> ()" + _LOOP.format(out="y", name="first", bad="bad1", activation="Tanh")
+             + _LOOP.format(out="z", name="second", bad="bad2", activation="Sigmoid"))
+    apart = rnnloop.load(_model(other, "float[N, 4] x, int64 n, int64 bad1, int64 bad2", "float[N, 4] y, float[N, 4] z",
+                                one=np.array([1], np.int64)), threads=2)
+    assert "concurrently" not in apart.kernel_sources()[0][1] and "at once" not in apart.explain()
 
 
 @pytest.mark.slow  # (the encoder test's kernel in test_regions: slow there too)

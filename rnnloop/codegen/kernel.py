@@ -963,7 +963,6 @@ def _emit_op(g: LoopGen, op: Op, hoist: bool = True) -> None:
             return
         partner = g.partners.get(id(op))
         if partner is not None and _job_ready(g, op) and _job_ready(g, partner):
-            g.body(f"# {code_text(op.where())} and {code_text(partner.where())}, concurrently")
             _emit_concurrent_loops(g, op, partner)
             g.joined.add(id(partner))
             return
@@ -1108,9 +1107,9 @@ def _loop_call(g: LoopGen, op: Loop) -> _LoopCall:
     return _LoopCall(name, scalars, ins[2:] + constants, out_types)
 
 
-def _emit_inner_loop(g: LoopGen, op: Loop) -> list[Var]:
+def _emit_inner_loop(g: LoopGen, op: Loop, call: _LoopCall | None = None) -> list[Var]:
     """A loop in the body: its own function in the module, called once per outer iteration."""
-    call = _loop_call(g, op)
+    call = call or _loop_call(g, op)
     g.module.loop_calls[call.name] = g.module.loop_calls.get(call.name, 0) + 1
     results = g.body.fresh("results")
     n_ins = len(op.inputs) - 2
@@ -1189,11 +1188,23 @@ def _emit_concurrent_loops(g: LoopGen, first: Loop, second: Loop) -> None:
     """Two loops, neither reading the other's results (the directions of a bidirectional layer): the
     second is handed to an idle worker of the call's pool while the caller runs the first, each on
     its own core; without one (one thread, no worker idle), the caller runs both. Each runs through
-    its task, from words the caller keeps alive until both are done."""
+    its task, from words the caller keeps alive until both are done.
+
+    Only loops of one function (the same code, as the directions of a layer): loops of different
+    code may take very different times, and a caller that waits for a long loop on a worker after a
+    short one of its own would have run the long one faster, sharing its products with the worker."""
+    prepared = [_loop_call(g, op) for op in (first, second)]
+    if prepared[0].name != prepared[1].name:
+        for op, call in zip((first, second), prepared):
+            g.body(f"# {code_text(op.where())}")
+            for name, var in zip(op.outputs, _emit_inner_loop(g, op, call)):
+                if name:
+                    g.define(name, var)
+        return
+    g.body(f"# {code_text(first.where())} and {code_text(second.where())}, concurrently")
     g.module.concurrent.append((first, second))
     calls, words, tasks, sizes = [], [], [], []
-    for op in (first, second):
-        call = _loop_call(g, op)
+    for op, call in zip((first, second), prepared):
         n_ins = len(op.inputs) - 2
         g.module.loop_calls[call.name] = g.module.loop_calls.get(call.name, 0) + 2  # (see _any_layout)
         task = _task(g, call, n_ins)

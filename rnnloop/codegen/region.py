@@ -51,7 +51,8 @@ def concurrent_loops(graph: Graph) -> tuple[Graph, dict[int, Loop]]:
     """Pairs of loops that can run at once, one beside the other (the two directions of a
     bidirectional layer): each loop is paired with the next one that reads nothing it computes,
     the ops that loop needs moved before the first where they are after it, and the second put
-    right after the first. The graph in that order, and the pairs by the first's id."""
+    right after the first. The graph in that order, and the pairs by the first's id. (The kernel
+    runs a pair at once only if both loops are of one code: kernel._emit_concurrent_loops.)"""
     ops = list(graph.ops)
     partners: dict[int, Loop] = {}
     paired: set[int] = set()
@@ -59,11 +60,12 @@ def concurrent_loops(graph: Graph) -> tuple[Graph, dict[int, Loop]]:
     while k < len(ops):
         first = ops[k]
         if isinstance(first, Loop) and id(first) not in paired:
+            made = {name: i for i, op in enumerate(ops) for name in op.outputs if name}  # (each name once)
             for j in range(k + 1, len(ops)):
                 second = ops[j]
                 if not isinstance(second, Loop) or id(second) in paired:
                     continue
-                needed = _needed_after(ops, k, j)
+                needed = _needed_after(ops, made, k, j)
                 if needed is None:
                     continue
                 # first's needs, then second's (in their order), first, second, then the rest
@@ -78,10 +80,9 @@ def concurrent_loops(graph: Graph) -> tuple[Graph, dict[int, Loop]]:
     return (replace(graph, ops=ops) if partners else graph), partners
 
 
-def _needed_after(ops: list, k: int, j: int) -> set[int] | None:
-    """The ops between ops[k] and ops[j] that ops[j] reads from, directly or not; None if ops[j]
-    reads from ops[k] that way (then they cannot run at once)."""
-    made = {name: i for i, op in enumerate(ops[:j]) for name in op.outputs if name}
+def _needed_after(ops: list, made: dict[str, int], k: int, j: int) -> set[int] | None:
+    """The ops between ops[k] and ops[j] that ops[j] reads from, directly or not (`made`: the op
+    that makes each value); None if ops[j] reads from ops[k] that way (then they cannot run at once)."""
     needed: set[int] = set()
     todo = [j]
     while todo:

@@ -225,7 +225,6 @@ def adopt(typingctx, words, at, dtype, ndim):
     return array(words, types.int64, dtype, ndim), codegen
 
 
-
 @njit(cache=True, nogil=True)
 def alive(*arrays):
     """Nothing: a use of `arrays` after the job that reads them through its words, whose views hold no
