@@ -14,11 +14,13 @@ compile returns its ops to the graph, so a code generator bug costs speed, never
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .codegen.emitter import NoRule, debug_level, generator_failure
+from .errors import FallbackWarning
 from .ir import Graph, If, Loop, Op, Origin, Region, TensorType, iter_ops
 
 # Ops that compute nothing: a region of nothing else is not worth a kernel call.
@@ -74,7 +76,7 @@ def compile_regions(graph: Graph, label: str = "region") -> Partition:
     placed: dict[int, Region] = {}
     for region, kernel in zip(regions, kernels):
         try:
-            compiled = CompiledRegion(region, kernel)
+            compiled = _compiled(region, kernel)
         except NoRule as e:
             result.failed.append(f"{region.where()} ({len(region.body.ops)} ops) did not compile: {e}")
             for op in region.body.ops:
@@ -90,6 +92,22 @@ def compile_regions(graph: Graph, label: str = "region") -> Partition:
                          dict(graph.constants), graph.types)
     result.interpreted = [(op, left_out[id(op)]) for op in graph.ops if id(op) not in placed]
     return result
+
+
+def _compiled(region: Region, kernel):
+    """The region's compiled kernel; if one that runs loops at once does not compile, the kernel that
+    runs them one after the other, with a warning (a bug of ours, which costs them a core, not the
+    compiled region)."""
+    from .codegen.region import CompiledRegion, generate_region
+    try:
+        return CompiledRegion(region, kernel)
+    except NoRule as e:
+        if not kernel.concurrent:
+            raise
+        compiled = CompiledRegion(region, generate_region(region.body, region.where(), at_once=False))
+        warnings.warn(f"{region.where()}: its loops run one after the other (running them at once did not "
+                      f"compile: {e}; please report it)", FallbackWarning, stacklevel=5)
+        return compiled
 
 
 def _culprits(ops: list[Op], failed: Op | None) -> list[Op]:

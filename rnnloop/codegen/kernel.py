@@ -1151,9 +1151,10 @@ def _words(call: _LoopCall) -> tuple[list[int], list[int], int]:
 def _task(g: LoopGen, call: _LoopCall, n_ins: int) -> str:
     """The function that runs `call` on a job's words (a worker calls it through pool.job_of)."""
     arrays, results, _ = _words(call)
-    # Inputs as views of layout 'A', as an inner loop of several call sites takes them (_any_layout),
-    # the constants C-contiguous, as they are: the function is compiled once for both ways of calling it.
-    layouts = [v.rank == 0 or k >= n_ins for k, v in enumerate(call.arrays)]
+    # Inputs of two or more axes as views of layout 'A', as an inner loop of several call sites takes
+    # them (_any_layout: x[:, :] is of layout 'A', x[:] keeps a vector's), vectors and the constants
+    # C-contiguous: the function is compiled once for both ways of calling it.
+    layouts = [v.rank <= 1 or k >= n_ins for k, v in enumerate(call.arrays)]
     key = (call.name, tuple((v.dtype.str, v.rank, c) for v, c in zip(call.arrays, layouts)), len(call.scalars),
            tuple(call.out_types))
     name = g.module.tasks.get(key)
@@ -1217,7 +1218,11 @@ def _emit_concurrent_loops(g: LoopGen, first: Loop, second: Loop) -> None:
         g.body(f"_r.put_view({w}, 0, {status})")
         for k, scalar in enumerate(call.scalars):
             g.body(f"{w}[{_FAILED + 1 + k}] = {scalar}")
-        for v, at in zip(call.arrays, arrays):
+        for k, (v, at) in enumerate(zip(call.arrays, arrays)):
+            if v.rank == 1 and k < n_ins:  # (a vector the task takes C-contiguous: see _task)
+                vector = g.body.fresh("vector")
+                g.body(f"{vector} = np.ascontiguousarray({v.expr})")
+                call.arrays[k] = v = replace(v, expr=vector)
             g.body(f"_r.put_view({w}, {at}, {v.expr})")
         calls.append((call, status))
         words.append(w)

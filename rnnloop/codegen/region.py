@@ -15,9 +15,10 @@ from .emitter import NoRule, Var, code_text, dtype_name
 from .fused import Compiled
 from .kernel import ENTRY, KernelModule, LoopGen, ModuleGen, drop_unused, emit_ops
 
-def generate_region(body: Graph, label: str) -> KernelModule:
-    """The kernel module of a region's body. Raises NoRule, with `op` set to the op that cannot be
-    compiled when there is one."""
+def generate_region(body: Graph, label: str, at_once: bool = True) -> KernelModule:
+    """The kernel module of a region's body; with `at_once`, loops that can run at once do
+    (concurrent_loops). Raises NoRule, with `op` set to the op that cannot be compiled when there
+    is one."""
     module = ModuleGen(label)
     module.loops = 1  # (the loops it calls are inner loops: `kernel` is the region's function)
     g = LoopGen(module, body, {}, label)
@@ -29,8 +30,9 @@ def generate_region(body: Graph, label: str) -> KernelModule:
         g.define(name, Var(arg, np.dtype(t.dtype), len(t.shape), "invariant"))
     g.define_constants(body, "region")
     g.pre("t = 0")  # (errors report an iteration; straight-line code has none)
-    body, g.partners = concurrent_loops(body)
-    g.graph = body
+    if at_once:
+        body, g.partners = concurrent_loops(body)
+        g.graph = body
     emit_ops(g, body, set(), hoist=False)
     returned: set[str] = set()
     outputs = [_returned(g, name, returned) for name in body.outputs]
