@@ -32,8 +32,8 @@ waiting (take_back). Fork: a child has the block but no threads; it starts a poo
 
 A worker also takes a whole loop (post_job, join_job): the two directions of a bidirectional layer
 run at once, the caller's on one core and the worker's on the other, with no hand-off per step
-(kernel._emit_concurrent_loops). The job's function is a C function of the generated module, its
-one argument the address of words that hold the loop's arguments and, after it, its results. A
+(kernel._emit_concurrent_loops). The job's function is made inside the kernel's code (job_of), its
+first argument the address of words that hold the loop's arguments and, after it, its results. A
 napping worker is claimed for a loop too: it starts within a nap, little against a loop's time.
 
 Every session of several threads uses the pool, unless RNNLOOP_SHARE_PRODUCTS=0 (session._workers).
@@ -172,6 +172,39 @@ def _libc(name: str, signature) -> types.ExternalFunction:
 
 _usleep = _libc("usleep", types.int32(types.uint32))
 _yield = _libc("sched_yield", types.int32())
+
+
+# ---------------------------------------------------------------------------------------------
+# memory by its address, for compiled code: the block, a product's operands (simd), a job's words
+
+def _array_value(context, builder, array, address, shape, strides):
+    """An array of Numba type `array` over memory at `address` (LLVM values: the address, the sizes
+    and byte strides as lists or packed tuples), without a reference count."""
+    from numba.np.arrayobj import populate_array
+    out = context.make_array(array)(context, builder)
+    element = context.get_data_type(array.dtype)
+    pack = (lambda v: cgutils.pack_array(builder, v)) if isinstance(shape, list) else (lambda v: v)
+    populate_array(out, data=builder.inttoptr(address, element.as_pointer()), shape=pack(shape), strides=pack(strides),
+                   itemsize=context.get_constant(types.intp, context.get_abi_sizeof(element)), meminfo=None)
+    return out._getvalue()
+
+
+@intrinsic
+def as_array(typingctx, address, shape, strides, dtype):
+    """The array of `dtype` (a NumPy scalar type) at `address`, of `shape` and byte `strides`
+    (tuples of ints): a view of memory its caller keeps alive, so without reference counting."""
+    array = types.Array(dtype.instance_type, len(shape), "A")
+
+    def codegen(context, builder, sig, args):
+        return _array_value(context, builder, array, *args[:3])
+    return array(address, shape, strides, dtype), codegen
+
+
+@njit(nogil=True, inline="always")
+def block_at(address):
+    """The pool's block at `address` (Pool.address, as a kernel's status holds it)."""
+    workers = as_array(address, (HEADER,), (8,), np.int64)[0]
+    return as_array(address, (HEADER + workers * SLOT,), (8,), np.int64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,7 +416,7 @@ def job_of(typingctx, task, count):
             function = ir.Function(module, ir.FunctionType(i64, [i64] * ARITY), name)
             function.linkage = "internal"
             body = ir.IRBuilder(function.append_basic_block())
-            view = _words(context, body, function.args[0], ir.Constant(i64, size))
+            view = _array_value(context, body, words, function.args[0], [ir.Constant(i64, size)], [ir.Constant(i64, 8)])
             callee = context.declare_function(module, compiled.fndesc)
             context.call_conv.call_function(body, callee, compiled.signature.return_type, compiled.signature.args, [view])
             body.ret(ir.Constant(i64, 0))
@@ -392,36 +425,16 @@ def job_of(typingctx, task, count):
     return types.int64(task, count), codegen
 
 
-def _words(context, builder, address, count):
-    """The value of an int64 array of `count` elements at `address` (LLVM values), without a
-    reference count."""
-    from numba.np.arrayobj import populate_array
-    i64 = ir.IntType(64)
-    out = context.make_array(types.Array(types.int64, 1, "C"))(context, builder)
-    populate_array(out, data=builder.inttoptr(address, i64.as_pointer()), shape=cgutils.pack_array(builder, [count]),
-                   strides=cgutils.pack_array(builder, [ir.Constant(i64, 8)]), itemsize=ir.Constant(i64, 8), meminfo=None)
-    return out._getvalue()
-
-
-@intrinsic
-def words_at(typingctx, address, count):
-    """The int64 array of `count` elements at `address` (the block), without a reference count."""
-    def codegen(context, builder, sig, args):
-        return _words(context, builder, *args)
-    return types.Array(types.int64, 1, "C")(types.int64, types.int64), codegen
-
-
 @njit(nogil=True, cache=True)
 def post_job(threads, address, words, entry):
-    """Hand the job `entry` (job_address) on `words` to an idle or napping worker of the pool at
-    `address` (the call's threads and block: the status array's last two elements): the worker's
-    index, or -1 when the call has one thread or no worker is free (the caller then runs the job)."""
+    """Hand the job `entry` (job_of) on `words` to an idle or napping worker of the pool at `address`
+    (the call's threads and block: the status array's last two elements): the worker's index, or -1
+    when the call has one thread or no worker is free (the caller then runs the job)."""
     if threads < 2 or address == 0:
         return -1
-    workers = words_at(address, HEADER)[0]
-    block = words_at(address, HEADER + workers * SLOT)
+    block = block_at(address)
     now, found = ticks(), -1
-    for w in range(workers):
+    for w in range(block[0]):
         # A napping worker too (unlike claim): it sees the job within a nap, a small delay for a
         # loop, where a product cannot wait for it. (Between the layers of a bidirectional encoder
         # the worker napped: it spins for SPIN pauses, about 0.1 ms on the 2-core Xeon, and a job
@@ -430,14 +443,12 @@ def post_job(threads, address, words, entry):
         if now >= block[state + UNTIL] and (swap(block, state, IDLE, CLAIMED) or swap(block, state, NAPPING, CLAIMED)):
             found = w
             break
-    if found < 0:
-        return -1
-    w = found
-    job = HEADER + w * SLOT + JOB
-    block[job] = entry
-    block[job + 1] = words.ctypes.data
-    post(block, w)
-    return w
+    if found >= 0:
+        job = HEADER + found * SLOT + JOB
+        block[job] = entry
+        block[job + 1] = words.ctypes.data
+        post(block, found)
+    return found
 
 
 @njit(nogil=True, cache=True)
@@ -446,10 +457,8 @@ def join_job(address, w, own):
     True once the worker has done the job; False if nobody has (the caller runs it now)."""
     if w < 0:
         return False
-    workers = words_at(address, HEADER)[0]
-    block = words_at(address, HEADER + workers * SLOT)
+    block = block_at(address)
     if take_back(block, w, own):
         return False
     block[JOBS] += 1  # (a count for tests, as SHARED)
     return True
-

@@ -537,24 +537,7 @@ def _block(rows_data, start, rows, panel_data, offset, depth, dst, at, stride, a
 
 
 # The product kernels call through a symbol, as blas.py calls BLAS (see the module docstring): it
-# takes addresses, shapes and strides, from which `_as_array` rebuilds the arrays.
-
-@intrinsic
-def _as_array(typingctx, address, shape, strides, dtype):
-    """The array of `dtype` (a NumPy scalar type) at `address`, of `shape` and byte `strides`
-    (tuples of ints): a view of memory its caller keeps alive, so without reference counting."""
-    array = types.Array(dtype.instance_type, len(shape), "A")
-
-    def codegen(context, builder, sig, args):
-        from numba.np.arrayobj import populate_array
-        address, shape, strides, _ = args
-        out = context.make_array(array)(context, builder)
-        element = context.get_data_type(array.dtype)
-        populate_array(out, data=builder.inttoptr(address, element.as_pointer()), shape=shape, strides=strides,
-                       itemsize=context.get_constant(types.intp, context.get_abi_sizeof(element)), meminfo=None)
-        return out._getvalue()
-    return array(address, shape, strides, dtype), codegen
-
+# takes addresses, shapes and strides, from which `pool.as_array` rebuilds the arrays.
 
 # (address, rows, columns, row stride, column stride) of a, b and out, (address, panels, depth, width
 # and their three strides) of the panels, all strides in bytes; whether to read the panels backwards;
@@ -578,15 +561,14 @@ def _product(dtype, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0
              out, om, on, os0, os1, backwards, threads, block, entry, first, last):
     """out = a @ b on panels p when they serve (shared with idle workers when it pays), else through
     BLAS, for arrays of `dtype`; or, with last >= 0, only the columns of panels [first, last)."""
-    a_, b_ = _as_array(a, (am, ak), (as0, as1), dtype), _as_array(b, (bk, bn), (bs0, bs1), dtype)
-    p_, out_ = _as_array(p, (pc, pk, pw), (ps0, ps1, ps2), dtype), _as_array(out, (om, on), (os0, os1), dtype)
+    a_, b_ = pool.as_array(a, (am, ak), (as0, as1), dtype), pool.as_array(b, (bk, bn), (bs0, bs1), dtype)
+    p_, out_ = pool.as_array(p, (pc, pk, pw), (ps0, ps1, ps2), dtype), pool.as_array(out, (om, on), (os0, os1), dtype)
     if last >= 0:
         _share(a_, p_, out_, backwards != 0, first, last)
         return 0
     if (threads > 1 and block != 0 and pc >= 2 and am * ak * on >= SPLIT_WORK and 1 <= am <= MAX_ROWS
             and pk == ak and pw == panel_width(out_) and pc == (on + pw - 1) // pw and om == am):
-        workers = _as_array(block, (pool.HEADER,), (8,), np.int64)[0]
-        block_ = _as_array(block, (pool.HEADER + workers * pool.SLOT,), (8,), np.int64)
+        block_ = pool.block_at(block)
         claimed = pool.claim(block_, min(threads - 1, pc - 1))
         if claimed:
             block_[pool.SHARED] += 1  # (a count for tests: concurrent callers may lose some)
