@@ -149,7 +149,7 @@ def _multiply(typingctx, c, a, b):
 
 
 @njit(cache=True, nogil=True)
-def product(a, packed, out, config):
+def _tiles_product(a, packed, out, config):
     """out[:m] = a[:m] @ b from b's quad panels (quant_rt.pack; [panels, K/4, 8, 4]) for the first m
     rows, m the rows of a rounded down to 16, without zero points; returns m. a [M, K] uint8 with K a
     multiple of 64, out [M, 8 panels] int32, both C-contiguous; `config` is CONFIG."""
@@ -193,3 +193,13 @@ def product(a, packed, out, config):
                     _store(3, out, c0 + ROWS * out_row + 32, out_row)
     _release()
     return blocks * ROWS
+
+
+@njit(cache=True, nogil=True)
+def _no_tiles(a, packed, out, config):
+    """No rows on tiles: where the CPU has no AMX, LLVM cannot emit the tile instructions at all (it
+    aborts the process), so their code must not be compiled, not merely never run."""
+    return 0
+
+
+product = _tiles_product if AVAILABLE else _no_tiles
