@@ -118,7 +118,13 @@ class Session:
             self._splits = ([], "its kernel runs loops at once on the cores instead (the directions of "
                                 "a bidirectional layer)")
         self._splitter = Splitter(graph, self._splits[0], self.threads, self._run) if self._splits[0] else None
-        self._blas = self.threads if self.threads != available_cores() and self._calls_blas() else None
+        # BLAS on one thread where the kernels share with the pool's workers: OpenBLAS's own threads spin
+        # for a while after a product, and fought the workers for the cores. The CRNN at batch 1 (BLAS's
+        # products in two of its convolutions, shared ones in the others and its LSTMs) took 5.4 ms a
+        # call on two threads against 4.25 on one, and 3.04 with BLAS on one thread (ad hoc, 2026-12-02).
+        shares = self.options.pool is not None and any(k.shares for k in kernels.values())
+        blas = 1 if shares else self.threads
+        self._blas = blas if blas != available_cores() and self._calls_blas() else None
         self._fast = self._direct if self._splitter is None and self._blas is None else None
 
     def _calls_blas(self) -> bool:

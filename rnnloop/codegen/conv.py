@@ -21,7 +21,7 @@ from .activation import BOUNDS
 from .emitter import NoRule, Var, shape_tuple
 from . import simd
 from .conv_rt import PACKED_MIN_CHANNELS, SMALL_K
-from .kernel import LoopGen, emits
+from .kernel import STATUS_POOL, STATUS_THREADS, LoopGen, emits
 
 WINOGRAD_MIN_CHANNELS = 16  # input and output channels from which a 3x3 or 3-tap convolution takes Winograd's path
 
@@ -123,6 +123,13 @@ def _int64s(values: list[str]) -> str:
     return shape_tuple([f"np.int64({v})" for v in values])
 
 
+def _geometry(op: Op, values: list[str]) -> str:
+    """The geometry an entry takes (conv_rt._arguments): `values` (strides, dilations and pads before,
+    three each, and the group), the bounds' bits, then the threads the kernel may use and the pool's
+    block, with which the Winograd path shares its products (as a kernel's own products do)."""
+    return _int64s(values + _bounds_bits(op) + [f"status[{STATUS_THREADS}]", f"status[{STATUS_POOL}]"])
+
+
 def _bounds_bits(op: Op) -> list[str]:
     """The bounds (lo, hi) an entry holds the outputs to (those of an activation folded into the
     Conv: activation.py), as the int64 bits of their float64 values (conv_rt._arguments)."""
@@ -184,8 +191,8 @@ def emit_conv(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         begins.append(begin)
         outs.append(size_out)
     out = g.buffer(op.outputs[0], dtype, [x.dim(0), w.dim(0)] + outs)
-    geometry = _int64s(["1"] * (3 - rank) + [str(s) for s in strides] + ["1"] * (3 - rank)
-                       + [str(d) for d in dilations] + ["0"] * (3 - rank) + begins + [str(group)] + _bounds_bits(op))
+    geometry = _geometry(op, ["1"] * (3 - rank) + [str(s) for s in strides] + ["1"] * (3 - rank)
+                         + [str(d) for d in dilations] + ["0"] * (3 - rank) + begins + [str(group)])
     args = [g.contiguous(x), g.contiguous(w), _bias(g, op, b, w.dim(0), dtype), out]
     value = g.const(op.inputs[1])
     none = np.empty((0, 0, 0), dtype)
@@ -255,8 +262,8 @@ def emit_conv_transpose(g: LoopGen, op: Op, ins: list[Var | None]) -> list[Var]:
         outs.append(size_out)
     channels = f"{w.dim(1)} * {group}"
     out = g.buffer(op.outputs[0], dtype, [x.dim(0), channels] + outs)
-    geometry = _int64s(["1"] * (3 - rank) + [str(s) for s in strides] + ["1"] * (3 - rank)
-                       + [str(d) for d in dilations] + ["0"] * (3 - rank) + cuts + [str(group)] + _bounds_bits(op))
+    geometry = _geometry(op, ["1"] * (3 - rank) + [str(s) for s in strides] + ["1"] * (3 - rank)
+                         + [str(d) for d in dilations] + ["0"] * (3 - rank) + cuts + [str(group)])
     none = g.pass_constant(np.empty((0, 0, 0), dtype), "k_none")
     _call(g, op, f"conv_transpose_{dtype.name}", [g.contiguous(x), g.contiguous(w), _bias(g, op, b, channels, dtype),
                                                   out, none, geometry])

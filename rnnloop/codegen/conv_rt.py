@@ -30,7 +30,9 @@ onnxruntime 1.32 on one thread, whose time is in parentheses; the machine shared
   (simd.py) instead of BLAS, which packs [M, C] again for every product of only 26-52 tiles: in
   one run of each, BLAS against panels, CRNN 128 -> 256 on 8x25 0.99 -> 0.83 of onnxruntime's
   time, 256 -> 256 on 8x25 1.03 -> 0.89, on 4x25 1.26 -> 0.91; with 64 channels panels were slower
-  (1.09 against 0.89 on 16x50), and so was the 3-tap Conv1d of 128 (65 against 62 µs of products).
+  there (1.09 against 0.89 on 16x50; AVX2), but not with AVX-512 (PACKED_MIN_CHANNELS), and so was
+  the 3-tap Conv1d of 128 (65 against 62 µs of products). Panels also share a call's products with
+  the pool's workers (pool.py), as BLAS cannot without threads of its own.
 - _small_product for inner dimensions up to SMALL_K (the first CRNN layer, 1 -> 64 channels 3x3:
   9): four output rows by two vectors accumulated in registers, the bias added in: 64 x 9 x 3200,
   50 µs against 75 by BLAS, whose blocking costs more than it saves at that depth. (Its weights are
@@ -73,16 +75,19 @@ from numba import cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import blas
-from .simd import MAX_ROWS, multiply, panel_width
-from .vectors import _lanes, _vbroadcast, _vclamp, _vfma, _vload, _vsplat, _vstore
+from . import blas, simd
+from .simd import MAX_ROWS, multiply, multiply_shared, panel_width
+from .vectors import VECTOR_BYTES, _lanes, _vbroadcast, _vclamp, _vfma, _vload, _vsplat, _vstore
 
 _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64  # called on views of layout 'A' only (x[a:b, :],
 #   not x[a:b]): one compiled product per dtype serves every call
 CHUNK = 1 << 20  # elements of columns made per product (4 MiB of float32)
 SMALL_K = 16  # inner dimensions (C / group * kernel size) up to which _small_product beats BLAS (64 rows: 9 taps 50
 #               against 75 µs, 18: 97 against 121, 27: 153 against 160, 36: 295 against 198)
-PACKED_MIN_CHANNELS = 128  # input channels from which Winograd's products run on panels made at load (simd.py)
+# Input channels from which Winograd's products run on panels made at load (simd.py): 64 with AVX-512,
+# where the CRNN layer 64 -> 128 on 16x50 took 547-631 µs on panels against 695-722 by BLAS (1.08-1.21
+# of onnxruntime's time against 1.32-1.36; a 2-core Zen 5, 2026-12-02, ad hoc), else 128 (below).
+PACKED_MIN_CHANNELS = 64 if VECTOR_BYTES == 64 else 128
 GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
 PANEL_MAX_COLUMNS = 16  # output positions up to which a constant W's panels beat BLAS (below)
 
@@ -156,7 +161,7 @@ def _conv_direct(x, w, bias, out, geometry, bounds):
     """Per output row, each weight times the input row it meets, added to it, then held to the
     bounds (flat unsigned indices, as _run: the rows of a small depthwise convolution are short,
     and a view per row cost more than the row's arithmetic)."""
-    sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry
+    sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry[:10]
     N = x.shape[0]
     C, D, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
     M, Cg, kd, kh, kw = w.shape
@@ -238,7 +243,7 @@ def _conv_product(x, w, bias, out, geometry, bounds, kernels):
     then the bias and the bounds; or, for at most PANEL_MAX_COLUMNS columns and `kernels` the panels
     of W^T (conv.product_panels, one group), the columns' rows times the panels (_few_columns).
     Returns 0, or 1 when the panels do not serve (a bug of ours)."""
-    sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry
+    sd, sh, sw, dd, dh, dw, pd, ph, pw, group = geometry[:10]
     N, C = x.shape[0], x.shape[1]
     M, Cg, kd, kh, kw = w.shape
     Mg = M // group
@@ -478,9 +483,11 @@ def _panels_fit(panels, count, k, n):
 
 
 @njit(nogil=True, inline="always")
-def _winograd_products(V, kernels, P):
+def _winograd_products(V, kernels, P, threads, block):
     """P[:, f, :] = V[f]^T @ kernels[f]^T, [T, M], for each transform f of V [F, C, T] and the kernels
-    (see _kernels_fit), by BLAS or on the panels; False when the panels do not serve (a bug of ours)."""
+    (see _kernels_fit), by BLAS or on the panels, those shared by columns with the pool's idle workers
+    when the kernel may use `threads` (simd.multiply_shared); False when the panels do not serve (a
+    bug of ours)."""
     F, C, T = V.shape
     if C < PACKED_MIN_CHANNELS:
         for f in range(F):
@@ -490,7 +497,8 @@ def _winograd_products(V, kernels, P):
     for f in range(F):
         for t0 in range(0, T, MAX_ROWS):
             t1 = min(T, t0 + MAX_ROWS)
-            if not multiply(V[f, :, t0:t1].T, kernels[f * count:(f + 1) * count], P[t0:t1, f, :], False):
+            if multiply_shared(V[f, :, t0:t1].T, kernels[f * count:(f + 1) * count], P[t0:t1, f, :], False,
+                               threads, block) != 0:
                 return False
     return True
 
@@ -514,7 +522,7 @@ def _winograd(x, kernels, bias, out, geometry, bounds):
     for n in range(N):
         _pad(x, n, 0, xp, 0, ph, pw)
         _winograd_inputs(xp.reshape((C, Hp, Wp)), V, TH, TW)
-        if not _winograd_products(V, kernels, P):
+        if not _winograd_products(V, kernels, P, geometry[10], geometry[11]):
             return 1
         _winograd_outputs(P, b, Y, bounds)
         _winograd_scatter(Y, out[n].reshape((M, OH, OW)), TH, TW)
@@ -692,7 +700,7 @@ def _conv_transpose(x, w, bias, out, geometry):
     dilations, elements cut from the beginning of the full result: three each; group). Per image
     and group, the columns are W^T x by BLAS; each column element is then added where it lands.
     Returns 0, or 1 when the sizes do not agree (as conv)."""
-    sd, sh, sw, dd, dh, dw, cd, ch, cw, group = geometry
+    sd, sh, sw, dd, dh, dw, cd, ch, cw, group = geometry[:10]
     N, C = x.shape[0], x.shape[1]
     D, H, W = x.shape[2], x.shape[3], x.shape[4]
     Mg, kd, kh, kw = w.shape[1], w.shape[2], w.shape[3], w.shape[4]
@@ -741,7 +749,7 @@ def _conv_transpose(x, w, bias, out, geometry):
 
 _ENTRIES = {f"{kind}_{dtype}": dtype for kind in ("conv_direct", "conv_product", "conv_winograd", "conv_winograd_1d",
                                                    "conv_transpose") for dtype in ("float32", "float64")}
-_SIZES = 5 + 5 + 1 + 5 + 3 + 12  # the sizes of x, w, bias, out and kernels, and the geometry: one int64 array
+_SIZES = 5 + 5 + 1 + 5 + 3 + 14  # the sizes of x, w, bias, out and kernels, and the geometry: one int64 array
 
 
 @intrinsic
@@ -777,8 +785,10 @@ def _float64_of(typingctx, bits):
 @njit(nogil=True, inline="always")
 def _arguments(dtype, xa, wa, ba, oa, ka, sa):
     """(x, w, bias, out, geometry, kernels, bounds) of an entry: the arrays at these addresses, their
-    sizes, the geometry (ten ints) and the bounds (lo, hi) the outputs are held to, as `dtype`
-    values (their float64 bits: conv._bounds_bits), read from the int64 array at sa."""
+    sizes, the geometry (twelve ints: strides, dilations and pads before, three each, the group, then
+    the threads the call may use and the pool's block, as a kernel passes them to products) and the
+    bounds (lo, hi) the outputs are held to, as `dtype` values (their float64 bits:
+    conv._bounds_bits), read from the int64 array at sa."""
     z = _c_array(sa, (_SIZES,), np.int64)
     x = _c_array(xa, (z[0], z[1], z[2], z[3], z[4]), dtype)
     w = _c_array(wa, (z[5], z[6], z[7], z[8], z[9]), dtype)
@@ -786,7 +796,8 @@ def _arguments(dtype, xa, wa, ba, oa, ka, sa):
     out = _c_array(oa, (z[11], z[12], z[13], z[14], z[15]), dtype)
     kernels = _c_array(ka, (z[16], z[17], z[18]), dtype)
     bounds = (dtype(_float64_of(z[29])), dtype(_float64_of(z[30])))
-    return x, w, bias, out, (z[19], z[20], z[21], z[22], z[23], z[24], z[25], z[26], z[27], z[28]), kernels, bounds
+    geometry = (z[19], z[20], z[21], z[22], z[23], z[24], z[25], z[26], z[27], z[28], z[31], z[32])
+    return x, w, bias, out, geometry, kernels, bounds
 
 
 # One function per entry for cfunc (and Numba's cache) to compile on its own, written out: Numba's
@@ -843,14 +854,16 @@ def _external(name: str) -> types.ExternalFunction:
 
 
 def require(name: str) -> None:
-    """Make entry `name` callable by kernels (a generated module calls this when it is imported)."""
+    """Make entry `name` callable by kernels (a generated module calls this when it is imported), and
+    the product it may call by its symbol (simd.multiply_shared) callable by it."""
+    simd.require(_ENTRIES[name])
     _external(name)
 
 
 def _caller(name: str):
     """The intrinsic kernels call entry `name` by, on arrays (x, w, bias, out, kernels: x, w and out of
     one rank from 3 to 5, read as 5-d with leading spatial axes of size 1; bias 1-d; kernels 3-d; all
-    C-contiguous, of the entry's dtype) and the geometry (a tuple of 12 ints: see _arguments); it returns the entry's
+    C-contiguous, of the entry's dtype) and the geometry (a tuple of 14 ints: see _arguments and conv.py); it returns the entry's
     status. Typing it registers the symbol."""
     dtype = _ENTRIES[name]
 
@@ -860,7 +873,7 @@ def _caller(name: str):
         if (not all(isinstance(a, types.Array) for a in arrays) or x.ndim not in (3, 4, 5)
                 or [a.ndim for a in arrays] != [x.ndim, x.ndim, 1, x.ndim, 3]
                 or any(a.layout != "C" or str(a.dtype) != dtype for a in arrays)
-                or not isinstance(geometry, types.UniTuple) or geometry.count != 12
+                or not isinstance(geometry, types.UniTuple) or geometry.count != 14
                 or not isinstance(geometry.dtype, types.Integer)):
             return None  # a typing error: the rule passes nothing else
         external = _external(name)

@@ -36,6 +36,9 @@ run at once, the caller's on one core and the worker's on the other, with no han
 first argument the address of words that hold the loop's arguments and, after it, its results. A
 napping worker is claimed for a loop too: it starts within a nap, little against a loop's time.
 
+A convolution's products share too: the Winograd path's products on panels (conv_rt._winograd_products,
+by simd.multiply_shared), 16 a call, each split by columns as a loop's are.
+
 Every session of several threads uses the pool, unless RNNLOOP_SHARE_PRODUCTS=0 (session._workers).
 """
 
