@@ -75,8 +75,8 @@ from numba import cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import blas, simd
-from .simd import MAX_ROWS, multiply, multiply_shared, panel_width
+from . import blas, pool
+from .simd import MAX_ROWS, multiply, panel_width
 from .vectors import VECTOR_BYTES, _lanes, _vbroadcast, _vclamp, _vfma, _vload, _vsplat, _vstore
 
 _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64  # called on views of layout 'A' only (x[a:b, :],
@@ -88,6 +88,10 @@ SMALL_K = 16  # inner dimensions (C / group * kernel size) up to which _small_pr
 # where the CRNN layer 64 -> 128 on 16x50 took 547-631 µs on panels against 695-722 by BLAS (1.08-1.21
 # of onnxruntime's time against 1.32-1.36; a 2-core Zen 5, 2026-12-02, ad hoc), else 128 (below).
 PACKED_MIN_CHANNELS = 64 if VECTOR_BYTES == 64 else 128
+# Multiply-adds of a Winograd convolution's products (transforms x channels x tiles x output channels)
+# from which a worker takes half of them (_winograd_products): a hand-off costs a microsecond or two.
+JOB_WORK = 1 << 21
+JOB_WORDS = 12  # the words of a Winograd job (_winograd_products)
 GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
 PANEL_MAX_COLUMNS = 16  # output positions up to which a constant W's panels beat BLAS (below)
 
@@ -485,22 +489,63 @@ def _panels_fit(panels, count, k, n):
 @njit(nogil=True, inline="always")
 def _winograd_products(V, kernels, P, threads, block):
     """P[:, f, :] = V[f]^T @ kernels[f]^T, [T, M], for each transform f of V [F, C, T] and the kernels
-    (see _kernels_fit), by BLAS or on the panels, those shared by columns with the pool's idle workers
-    when the kernel may use `threads` (simd.multiply_shared); False when the panels do not serve (a
-    bug of ours)."""
+    (see _kernels_fit), by BLAS or on the panels; False when the panels do not serve (a bug of ours).
+    On panels, when the kernel may use `threads` and a worker of the pool's `block` is idle, the
+    worker does the second half of the transforms' products as one job (_winograd_job) while the
+    caller does the first: a product split by columns instead (16 hand-offs a call, each copying the
+    product's rows twice) took the CRNN layer 128 -> 256 on 8x25 from 434 to only 405 µs."""
     F, C, T = V.shape
     if C < PACKED_MIN_CHANNELS:
         for f in range(F):
             _MATMUL(V[f, :, :].T, kernels[f, :, :].T, P[:, f, :])
         return True
+    if threads > 1 and block != 0 and F * C * T * P.shape[2] >= JOB_WORK:
+        block_ = pool.block_at(block)
+        claimed = pool.claim(block_, 1)  # (an idle worker: one that naps would start too late)
+        if claimed:
+            words = np.empty(JOB_WORDS, np.int64)
+            words[0], words[1], words[2] = V.ctypes.data, kernels.ctypes.data, P.ctypes.data
+            words[3], words[4], words[5] = F, C, T
+            words[6], words[7], words[8] = kernels.shape
+            words[9], words[10], words[11] = P.shape[2], F // 2, F
+            w = 0
+            while not (claimed >> w) & 1:
+                w += 1
+            job = pool.HEADER + w * pool.SLOT + pool.JOB
+            block_[job], block_[job + 1] = _job_address(P), words.ctypes.data
+            pool.post(block_, w)
+            start = pool.ticks()
+            done = _products_of(V, kernels, P, 0, F // 2)
+            if pool.take_back(block_, w, pool.ticks() - start):  # (not started: done here)
+                done = _products_of(V, kernels, P, F // 2, F) and done
+            else:
+                block_[pool.JOBS] += 1  # (a count for tests, as pool.join_job's)
+            pool.alive(words, V, kernels, P)  # (read by the job: see there)
+            return done  # (the worker's half fails as the caller's does: by the panels' shape)
+    return _products_of(V, kernels, P, 0, F)
+
+
+@njit(nogil=True, inline="always")
+def _products_of(V, kernels, P, f0, f1):
+    """_winograd_products on panels for transforms f0 <= f < f1."""
+    F, C, T = V.shape
     count = kernels.shape[0] // F
-    for f in range(F):
+    for f in range(f0, f1):
         for t0 in range(0, T, MAX_ROWS):
             t1 = min(T, t0 + MAX_ROWS)
-            if multiply_shared(V[f, :, t0:t1].T, kernels[f * count:(f + 1) * count], P[t0:t1, f, :], False,
-                               threads, block) != 0:
+            if not multiply(V[f, :, t0:t1].T, kernels[f * count:(f + 1) * count], P[t0:t1, f, :], False):
                 return False
     return True
+
+
+@njit(nogil=True, inline="always")
+def _winograd_job(dtype, address):
+    """A worker's half of _winograd_products, from the words at `address` (the arrays' addresses and
+    sizes, and the transforms to do: see there). The caller keeps the arrays alive: it waits for the job."""
+    z = _c_array(address, (JOB_WORDS,), np.int64)
+    V, P = _c_array(z[0], (z[3], z[4], z[5]), dtype), _c_array(z[2], (z[5], z[3], z[9]), dtype)
+    _products_of(V, _c_array(z[1], (z[6], z[7], z[8]), dtype), P, z[10], z[11])
+    return 0
 
 
 @njit(nogil=True, inline="always")
@@ -519,6 +564,8 @@ def _winograd(x, kernels, bias, out, geometry, bounds):
     P = np.empty((T, 16, M), out.dtype)
     Y = np.empty((T, 4, M), out.dtype)
     b = bias if bias.size else np.zeros(M, out.dtype)
+    if geometry[10] > 1 and geometry[11] != 0:  # a napping worker spins again by the products (_winograd_products)
+        pool.claim(pool.block_at(geometry[11]), 0)
     for n in range(N):
         _pad(x, n, 0, xp, 0, ph, pw)
         _winograd_inputs(xp.reshape((C, Hp, Wp)), V, TH, TW)
@@ -834,6 +881,20 @@ def _conv_winograd_1d_float64(x, w, bias, out, kernels, sizes):
     return conv_winograd_1d(np.float64, x, w, bias, out, kernels, sizes)
 
 
+# The job a worker runs (pool.call_job passes the pool's ARITY arguments; the last ones are unused).
+def _winograd_job_float32(words, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18,
+                          u19, u20, u21, u22, u23, u24, u25, u26, u27):
+    return _winograd_job(np.float32, words)
+
+
+def _winograd_job_float64(words, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18,
+                          u19, u20, u21, u22, u23, u24, u25, u26, u27):
+    return _winograd_job(np.float64, words)
+
+
+assert pool.ARITY == 28
+
+
 def _conv_transpose_float32(x, w, bias, out, kernels, sizes):
     return conv_transpose(np.float32, x, w, bias, out, kernels, sizes)
 
@@ -843,10 +904,11 @@ def _conv_transpose_float64(x, w, bias, out, kernels, sizes):
 
 
 @functools.cache
-def _external(name: str) -> types.ExternalFunction:
-    """Entry `name` (conv_float32, ...) compiled as a C function and registered with LLVM by its
-    symbol; compiled once per machine (Numba's cache), loaded from it by later processes."""
-    signature = types.intp(*[types.intp] * 6)
+def _external(name: str, arity: int = 6) -> types.ExternalFunction:
+    """Entry `name` (conv_direct_float32, ...; or a job, winograd_job_float32, of the pool's arity)
+    compiled as a C function and registered with LLVM by its symbol; compiled once per machine
+    (Numba's cache), loaded from it by later processes."""
+    signature = types.intp(*[types.intp] * arity)
     compiled = cfunc(signature, nopython=True, nogil=True, cache=True)(globals()[f"_{name}"])
     symbol = f"rnnloop_{name}"
     llvm.add_symbol(symbol, compiled.address)
@@ -855,9 +917,24 @@ def _external(name: str) -> types.ExternalFunction:
 
 def require(name: str) -> None:
     """Make entry `name` callable by kernels (a generated module calls this when it is imported), and
-    the product it may call by its symbol (simd.multiply_shared) callable by it."""
-    simd.require(_ENTRIES[name])
+    the Winograd job it hands to workers by symbol."""
+    if name.startswith("conv_winograd_float"):
+        _external(f"winograd_job_{_ENTRIES[name]}", pool.ARITY)
     _external(name)
+
+
+@intrinsic
+def _job_address(typingctx, like):
+    """The address of the Winograd job (_winograd_job) for arrays of `like`'s dtype, by its symbol."""
+    name = f"winograd_job_{like.dtype}"
+    _external(name, pool.ARITY)
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64] * pool.ARITY),
+                                                  f"rnnloop_{name}")
+        return builder.ptrtoint(function, i64)
+    return types.int64(like), codegen
 
 
 def _caller(name: str):

@@ -1235,8 +1235,8 @@ def _emit_concurrent_loops(g: LoopGen, first: Loop, second: Loop) -> None:
     g.body(f"{tasks[0]}({words[0]})")
     g.body(f"if not _p.join_job(status[{STATUS_POOL}], {worker}, _p.ticks() - {started}):")
     g.body(f"    {tasks[1]}({words[1]})")
-    # (the arrays the words point into stay alive until both loops are done: see runtime.alive)
-    g.body(f"_r.alive({', '.join(dict.fromkeys([calls[1][1]] + [v.expr for call, _ in calls for v in call.arrays]))})")
+    # (the arrays the words point into stay alive until both loops are done: see pool.alive)
+    g.body(f"_p.alive({', '.join(dict.fromkeys([calls[1][1]] + [v.expr for call, _ in calls for v in call.arrays]))})")
     for op, (call, status), w in zip((first, second), calls, words):
         _, results, _ = _words(call)
         exprs = [f"_r.adopt({w}, {at}, np.{dtype}, {rank})" for (dtype, rank), at in zip(call.out_types, results)]

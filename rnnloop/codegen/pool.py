@@ -36,8 +36,10 @@ run at once, the caller's on one core and the worker's on the other, with no han
 first argument the address of words that hold the loop's arguments and, after it, its results. A
 napping worker is claimed for a loop too: it starts within a nap, little against a loop's time.
 
-A convolution's products share too: the Winograd path's products on panels (conv_rt._winograd_products,
-by simd.multiply_shared), 16 a call, each split by columns as a loop's are.
+A worker also takes half of a convolution's products (the Winograd path's 16 products on panels,
+conv_rt._winograd_products): an idle worker only, as for a product, since the caller's half takes only
+a few hundred microseconds; the convolution calls a napping worker back to spinning first, while it
+transforms its input.
 
 Every session of several threads uses the pool, unless RNNLOOP_SHARE_PRODUCTS=0 (session._workers).
 """
@@ -216,17 +218,15 @@ def block_at(address):
 @njit(nogil=True, inline="always")
 def claim(block, wanted):
     """Up to `wanted` idle workers, CLAIMED for the caller: their indices' bitmask. A napping worker
-    is called back to spinning, for the products after this one; one that callers back off from
-    (take_back) is left alone."""
+    is called back to spinning, for the products after this one (wanted 0: only that, ahead of work
+    to share); one that callers back off from (take_back) is left alone."""
     claimed = 0
     now = ticks()
     for w in range(min(block[0], 62)):
-        if wanted == 0:
-            break
         state = block[HEADER + w * SLOT]
         if now < block[HEADER + w * SLOT + UNTIL]:
             continue
-        if state == IDLE and swap(block, HEADER + w * SLOT, IDLE, CLAIMED):
+        if state == IDLE and wanted > 0 and swap(block, HEADER + w * SLOT, IDLE, CLAIMED):
             claimed |= 1 << w
             wanted -= 1
         elif state == NAPPING:
@@ -465,3 +465,13 @@ def join_job(address, w, own):
         return False
     block[JOBS] += 1  # (a count for tests, as SHARED)
     return True
+
+
+@njit(cache=True, nogil=True)
+def alive(*arrays):
+    """Nothing: a use of `arrays` after the job that reads them through its words, whose views hold no
+    reference (runtime.put_view; conv_rt's Winograd job). Numba frees an array after its last use: an
+    LSTM's zero initial states, last used when their views were written, were freed there, and the
+    loop read whatever the memory held next. (Not inlined: its inlined empty body would no longer use
+    them.)"""
+    return None

@@ -223,12 +223,3 @@ def adopt(typingctx, words, at, dtype, ndim):
     def codegen(context, builder, sig, args):
         return _array_from(context, builder, array, sig.args[0], args[0], args[1], meminfo=True)
     return array(words, types.int64, dtype, ndim), codegen
-
-
-@njit(cache=True, nogil=True)
-def alive(*arrays):
-    """Nothing: a use of `arrays` after the job that reads them through its words, whose views hold no
-    reference (put_view). Numba frees an array after its last use: an LSTM's zero initial states,
-    last used when their views were written, were freed there, and the loop read whatever the
-    memory held next. (Not inlined: its inlined empty body would no longer use them.)"""
-    return None

@@ -560,8 +560,7 @@ _MATMUL = blas.matmul_ilp64 if blas.ILP64 else blas.matmul_lp64
 def _product(dtype, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0, ps1, ps2,
              out, om, on, os0, os1, backwards, threads, block, entry, first, last):
     """out = a @ b on panels p when they serve (shared with idle workers when it pays), else through
-    BLAS, for arrays of `dtype`; or, with last >= 0, only the columns of panels [first, last). Without
-    b (address 0: multiply_shared), 1 when the panels do not serve, writing nothing."""
+    BLAS, for arrays of `dtype`; or, with last >= 0, only the columns of panels [first, last)."""
     a_, b_ = pool.as_array(a, (am, ak), (as0, as1), dtype), pool.as_array(b, (bk, bn), (bs0, bs1), dtype)
     p_, out_ = pool.as_array(p, (pc, pk, pw), (ps0, ps1, ps2), dtype), pool.as_array(out, (om, on), (os0, os1), dtype)
     if last >= 0:
@@ -596,8 +595,6 @@ def _product(dtype, a, am, ak, as0, as1, b, bk, bn, bs0, bs1, p, pc, pk, pw, ps0
                     _share(a_, p_, out_, backwards != 0, block_[job + pool.ARITY - 1], block_[job + pool.ARITY])
             return 0
     if not multiply(a_, p_, out_, backwards != 0):
-        if b == 0:
-            return 1
         _MATMUL(a_, b_, out_)
     return 0
 
@@ -643,59 +640,36 @@ def require(dtype: str) -> None:
 MATMUL_PACKED = "matmul_packed_ilp64" if blas.ILP64 else "matmul_packed_lp64"  # the one kernels call
 
 
-def _packed_product(with_b: bool):
-    """matmul_packed_* (with_b) or multiply_shared: a call of _external(dtype) on the arrays' addresses,
-    shapes and strides, written directly where it is called (an intrinsic: nothing of its own to
-    compile). Typing it registers the symbol; a caller loaded from Numba's cache (a kernel, or a
-    compiled helper such as conv_rt's entries) has called require()."""
-    def call(context, builder, signature, args, arrays):
-        intp = context.get_value_type(types.intp)
-        values = []
-        for ty, value in zip(arrays, args):
-            array = context.make_array(ty)(context, builder, value)
-            values.append(builder.ptrtoint(array.data, intp))
-            values += cgutils.unpack_tuple(builder, array.shape) + cgutils.unpack_tuple(builder, array.strides)
-        if not with_b:  # b: address 0, [0, 0]
-            values[5:5] = [ir.Constant(intp, 0)] * 5
-        n = len(arrays)
-        backwards_value = context.cast(builder, args[n], signature.args[n], types.boolean)
-        values.append(builder.zext(backwards_value, intp))
-        values += [context.cast(builder, v, t, types.intp) for v, t in zip(args[n + 1:], signature.args[n + 1:])]
-        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(intp, [intp] * _PRODUCT_ARGS),
-                                                  _external(str(arrays[-1].dtype)).symbol)
-        values += [builder.ptrtoint(function, intp), ir.Constant(intp, 0), ir.Constant(intp, -1)]
-        return builder.call(function, values)
-
-    def typed(arrays):
-        ndims = [2, 2, 3, 2] if with_b else [2, 3, 2]
-        if not all(isinstance(x, types.Array) for x in arrays) or [x.ndim for x in arrays] != ndims:
-            return False
-        # no product of mixed or non-float dtypes: a typing error
-        return len({x.dtype for x in arrays}) == 1 and arrays[-1].dtype in (types.float32, types.float64)
-
-    if with_b:
-        @intrinsic
-        def product(typingctx, a, b, packed, out, backwards, threads, block):
-            if not typed((a, b, packed, out)):
-                return None
-            _external(str(out.dtype))
-
-            def codegen(context, builder, signature, args):
-                call(context, builder, signature, args, (a, b, packed, out))
-                return context.get_dummy_value()
-            return types.void(a, b, packed, out, backwards, threads, block), codegen
-        return product
-
+def _packed_product():
+    """matmul_packed_*: a call of _external(dtype) on the arrays' addresses, shapes and strides,
+    written directly where it is called (an intrinsic: nothing of its own to compile). Typing it
+    registers the symbol; a caller loaded from Numba's cache (a kernel) has called require()."""
     @intrinsic
-    def shared(typingctx, a, packed, out, backwards, threads, block):
-        if not typed((a, packed, out)):
+    def product(typingctx, a, b, packed, out, backwards, threads, block):
+        arrays = (a, b, packed, out)
+        if not all(isinstance(x, types.Array) for x in arrays) or [x.ndim for x in arrays] != [2, 2, 3, 2]:
             return None
-        _external(str(out.dtype))
+        if len({x.dtype for x in arrays}) != 1 or out.dtype not in (types.float32, types.float64):
+            return None  # no product of mixed or non-float dtypes: a typing error
+        external = _external(str(out.dtype))
 
         def codegen(context, builder, signature, args):
-            return call(context, builder, signature, args, (a, packed, out))
-        return types.intp(a, packed, out, backwards, threads, block), codegen
-    return shared
+            intp = context.get_value_type(types.intp)
+            values = []
+            for ty, value in zip(arrays, args):
+                array = context.make_array(ty)(context, builder, value)
+                values.append(builder.ptrtoint(array.data, intp))
+                values += cgutils.unpack_tuple(builder, array.shape) + cgutils.unpack_tuple(builder, array.strides)
+            backwards_value = context.cast(builder, args[4], signature.args[4], types.boolean)
+            values.append(builder.zext(backwards_value, intp))
+            values += [context.cast(builder, v, t, types.intp) for v, t in zip(args[5:], signature.args[5:])]
+            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(intp, [intp] * _PRODUCT_ARGS),
+                                                      external.symbol)
+            values += [builder.ptrtoint(function, intp), ir.Constant(intp, 0), ir.Constant(intp, -1)]
+            builder.call(function, values)
+            return context.get_dummy_value()
+        return types.void(a, b, packed, out, backwards, threads, block), codegen
+    return product
 
 
 # blas.matmul_*, with b also given as panels (pack): 1 to MAX_ROWS rows run on them. `backwards`
@@ -705,7 +679,4 @@ def _packed_product(with_b: bool):
 # 256 (1 MiB of recurrent weights): 6.6 against 8.1 µs; 512: 35 against 46. Compiled code only.
 # One product under two names: a kernel's source names the BLAS provider it was made for, so a kernel
 # cached under the other provider is never loaded (see blas.py).
-matmul_packed_ilp64 = matmul_packed_lp64 = _packed_product(True)
-# out = a @ b from b's panels alone, shared with idle workers as matmul_packed's (threads and the
-# pool's block as a kernel passes them): 0, or 1 without computing when the panels do not serve.
-multiply_shared = _packed_product(False)
+matmul_packed_ilp64 = matmul_packed_lp64 = _packed_product()
