@@ -1,8 +1,8 @@
 """asv benchmarks of threads (issue 25): rnnloop, onnxruntime and OpenVINO (f32) at their default
 threads (every core) and on one thread, on the LSTM/GRU models at batch 16 and 64 (and batch 1,
 which only products shared with workers speed up; RNNLOOP_SHARE_PRODUCTS=0 keeps them out), the
-stacked bidirectional encoders and the streaming VAD; and one Session serving 2 streams from 2
-Python threads.
+stacked bidirectional encoders, the streaming VAD and the CRNN at batch 1 (its convolutions share
+their products with a worker); and one Session serving 2 streams from 2 Python threads.
 
 Run with `asv run --python=same -b Threads`, or `python benchmarks/bench_threads.py [rounds]` for the
 table (`--busy`: with a process that keeps one core busy meanwhile, as on a shared server). Nothing
