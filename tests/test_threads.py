@@ -224,6 +224,25 @@ def test_a_call_that_is_not_split_shares_its_products_with_a_worker_and_gives_th
     assert one.run(None, feeds)[0].tobytes() == want[0].tobytes()
 
 
+def test_a_session_whose_kernel_shares_with_the_workers_holds_blas_to_one_thread():
+    """OpenBLAS's own threads spin after a product and fought the pool's workers for the cores (the
+    CRNN at batch 1 ran slower on two threads than on one): a session whose kernel shares with the
+    workers and may call BLAS holds BLAS to one thread around its calls."""
+    rng = np.random.default_rng(3)
+    model = _model("y = MatMul(x, w)\n z = Conv(c, k)", "float[1, 192] x, float[1, 16, 6, 6] c",
+                   "float[1, 768] y, float[1, 16, 4, 4] z", w=rng.standard_normal((192, 768)).astype(np.float32),
+                   k=rng.standard_normal((16, 16, 3, 3)).astype(np.float32))
+    two = rnnloop.load(model, threads=2)
+    source = two.kernel_sources()[0][1]
+    # (a product shared with workers, and a convolution whose 16 channels take BLAS's products)
+    assert "_s.matmul_packed_" in source and "_cv.conv_winograd_float32" in source
+    assert two._blas == (1 if rthreads.available_cores() != 1 else None)
+    feeds = {"x": rng.standard_normal((1, 192)).astype(np.float32),
+             "c": rng.standard_normal((1, 16, 6, 6)).astype(np.float32)}
+    for got, want in zip(two.run(None, feeds), rnnloop.load(model, threads=1).run(None, feeds)):
+        np.testing.assert_array_equal(got, want)
+
+
 _FAULTS = """
 import resource, sys
 import numpy as np
