@@ -493,7 +493,12 @@ def _winograd_products(V, kernels, P, threads, block):
     On panels, when the kernel may use `threads` and a worker of the pool's `block` is idle, the
     worker does the second half of the transforms' products as one job (_winograd_job) while the
     caller does the first: a product split by columns instead (16 hand-offs a call, each copying the
-    product's rows twice) took the CRNN layer 128 -> 256 on 8x25 from 434 to only 405 µs."""
+    product's rows twice) took the CRNN layer 128 -> 256 on 8x25 from 434 to only 405 µs. The products
+    alone run twice as fast this way (64 -> 128 on 16x50: 418 -> 213 µs; 256 -> 256 on 8x25: 640 ->
+    323), but that whole 64 -> 128 convolution gained little (about 550 -> 530 µs, where 256 -> 256
+    went from 800 to 500): we take it to be the data crossing between the cores, half of V (written by
+    the caller's input transform) and half of P (read by its output transform), 1.2 MB a call there
+    (a 2-core Zen 5, 2026-12-02, ad hoc)."""
     F, C, T = V.shape
     if C < PACKED_MIN_CHANNELS:
         for f in range(F):
