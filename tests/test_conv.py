@@ -270,14 +270,14 @@ def test_winograd_on_panels_matches_the_interpreter():
     assert_same(session.run(None, feeds), rnnloop.load(model, backend="interp").run(None, feeds), rtol=1e-4, atol=1e-5)
 
 
-def test_winograd_on_panels_hands_half_its_products_to_a_worker_and_gives_one_threads_bits():
-    """Issue 25: a convolution in a call that is not split (batch 1) uses the session's threads: an idle
-    worker of the pool does half of the Winograd path's products on panels (conv_rt._winograd_products)
-    while the caller does the other half. Each product is the same either way: the same bits."""
+def test_winograd_on_panels_shares_its_products_with_a_worker_and_gives_one_threads_bits():
+    """Issue 25: a convolution in a call that is not split (batch 1) uses the session's threads: the
+    caller and an idle worker of the pool take the Winograd path's products on panels one at a time
+    (conv_rt._winograd_products). Each product is the same either way: the same bits."""
     from rnnloop.codegen import pool
 
-    case = conv([1, 128, 8, 25], [256, 128, 3, 3], bias=True, pads=[1, 1, 1, 1], activation="Relu")
-    assert 16 * 128 * 52 * 256 >= conv_rt.JOB_WORK  # (transforms x channels x tiles x output channels)
+    case = conv([1, 256, 8, 25], [256, 256, 3, 3], bias=True, pads=[1, 1, 1, 1], activation="Relu")
+    assert 16 * 256 * 52 * 256 >= conv_rt.JOB_WORK  # (transforms x channels x tiles x output channels)
     model, feeds = conv_model([case])
     one, two = rnnloop.load(model, threads=1), rnnloop.load(model, threads=2)
     want = one.run(None, feeds)

@@ -89,9 +89,9 @@ SMALL_K = 16  # inner dimensions (C / group * kernel size) up to which _small_pr
 # of onnxruntime's time against 1.32-1.36; a 2-core Zen 5, 2026-12-02, ad hoc), else 128 (below).
 PACKED_MIN_CHANNELS = 64 if VECTOR_BYTES == 64 else 128
 # Multiply-adds of a Winograd convolution's products (transforms x channels x tiles x output channels)
-# from which a worker takes half of them (_winograd_products): a hand-off costs a microsecond or two.
+# from which a worker takes part of them (_winograd_products): a hand-off costs a microsecond or two.
 JOB_WORK = 1 << 21
-JOB_WORDS = 12  # the words of a Winograd job (_winograd_products)
+JOB_WORDS, NEXT = 11, 10  # the words of a Winograd job (_winograd_products), and the one of the next transform
 GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
 PANEL_MAX_COLUMNS = 16  # output positions up to which a constant W's panels beat BLAS (below)
 
@@ -491,14 +491,18 @@ def _winograd_products(V, kernels, P, threads, block):
     """P[:, f, :] = V[f]^T @ kernels[f]^T, [T, M], for each transform f of V [F, C, T] and the kernels
     (see _kernels_fit), by BLAS or on the panels; False when the panels do not serve (a bug of ours).
     On panels, when the kernel may use `threads` and a worker of the pool's `block` is idle, the
-    worker does the second half of the transforms' products as one job (_winograd_job) while the
-    caller does the first: a product split by columns instead (16 hand-offs a call, each copying the
-    product's rows twice) took the CRNN layer 128 -> 256 on 8x25 from 434 to only 405 µs. The products
-    alone run twice as fast this way (64 -> 128 on 16x50: 418 -> 213 µs; 256 -> 256 on 8x25: 640 ->
-    323), but that whole 64 -> 128 convolution gained little (about 550 -> 530 µs, where 256 -> 256
-    went from 800 to 500): we take it to be the data crossing between the cores, half of V (written by
-    the caller's input transform) and half of P (read by its output transform), 1.2 MB a call there
-    (a 2-core Zen 5, 2026-12-02, ad hoc)."""
+    caller and the worker take the transforms' products one at a time until none is left
+    (_take_products): a worker that starts late (from a nap) takes fewer, and the caller waits at
+    most for one product. A product split by columns instead (16 hand-offs a call, each copying the
+    product's rows twice) took the CRNN layer 128 -> 256 on 8x25 from 434 to only 405 µs; a fixed half
+    for the worker made a convolution slower than on one thread when the worker started late.
+
+    Alone, in a model of one convolution called again and again, the 64 -> 128 layer on 16x50 ran
+    slower on two threads than on one (492-514 against 533-595 µs, though its products alone took
+    418 against 213: we take it to be the transformed data crossing between the cores), 128 -> 256
+    alike, 256 -> 256 faster (735-749 against 489-680). In the CRNN, where the worker is kept busy,
+    sharing only the last kind took the call at two threads to 1.37 of onnxruntime's time, against
+    1.15 sharing all three (`python benchmarks/bench_threads.py 3 "crnn b1"`; a 2-core Zen 5, 2026-12-02)."""
     F, C, T = V.shape
     if C < PACKED_MIN_CHANNELS:
         for f in range(F):
@@ -506,13 +510,13 @@ def _winograd_products(V, kernels, P, threads, block):
         return True
     if threads > 1 and block != 0 and F * C * T * P.shape[2] >= JOB_WORK:
         block_ = pool.block_at(block)
-        claimed = pool.claim(block_, 1)  # (an idle worker: one that naps would start too late)
+        claimed = pool.claim(block_, 1)  # (an idle worker)
         if claimed:
             words = np.empty(JOB_WORDS, np.int64)
             words[0], words[1], words[2] = V.ctypes.data, kernels.ctypes.data, P.ctypes.data
             words[3], words[4], words[5] = F, C, T
             words[6], words[7], words[8] = kernels.shape
-            words[9], words[10], words[11] = P.shape[2], F // 2, F
+            words[9], words[NEXT] = P.shape[2], 0
             w = 0
             while not (claimed >> w) & 1:
                 w += 1
@@ -520,13 +524,11 @@ def _winograd_products(V, kernels, P, threads, block):
             block_[job], block_[job + 1] = _job_address(P), words.ctypes.data
             pool.post(block_, w)
             start = pool.ticks()
-            done = _products_of(V, kernels, P, 0, F // 2)
-            if pool.take_back(block_, w, pool.ticks() - start):  # (not started: done here)
-                done = _products_of(V, kernels, P, F // 2, F) and done
-            else:
+            done = _take_products(V, kernels, P, words)
+            if not pool.take_back(block_, w, pool.ticks() - start):  # (it started: it has stopped now)
                 block_[pool.JOBS] += 1  # (a count for tests, as pool.join_job's)
             pool.alive(words, V, kernels, P)  # (read by the job: see there)
-            return done  # (the worker's half fails as the caller's does: by the panels' shape)
+            return done  # (a product the worker took fails as the caller's do: by the panels' shape)
     return _products_of(V, kernels, P, 0, F)
 
 
@@ -544,12 +546,26 @@ def _products_of(V, kernels, P, f0, f1):
 
 
 @njit(nogil=True, inline="always")
+def _take_products(V, kernels, P, words):
+    """The products of the transforms nobody has taken yet (words[NEXT], taken by compare-and-swap),
+    one at a time, until none is left; False if one did not compute."""
+    done = True
+    while True:
+        f = pool.load_acquire(words, NEXT)
+        if f >= V.shape[0]:
+            return done
+        if pool.swap(words, NEXT, f, f + 1):
+            done = _products_of(V, kernels, P, f, f + 1) and done
+
+
+@njit(nogil=True, inline="always")
 def _winograd_job(dtype, address):
-    """A worker's half of _winograd_products, from the words at `address` (the arrays' addresses and
-    sizes, and the transforms to do: see there). The caller keeps the arrays alive: it waits for the job."""
+    """A worker's part of _winograd_products, from the words at `address` (the arrays' addresses and
+    sizes, and the next transform to take: see there). The caller keeps the arrays alive: it waits for
+    the job."""
     z = _c_array(address, (JOB_WORDS,), np.int64)
     V, P = _c_array(z[0], (z[3], z[4], z[5]), dtype), _c_array(z[2], (z[5], z[3], z[9]), dtype)
-    _products_of(V, _c_array(z[1], (z[6], z[7], z[8]), dtype), P, z[10], z[11])
+    _take_products(V, _c_array(z[1], (z[6], z[7], z[8]), dtype), P, z)
     return 0
 
 
