@@ -494,8 +494,8 @@ def _winograd_products(V, kernels, P, threads, block):
     caller and the worker take the transforms' products one at a time until none is left
     (_take_products): a worker that starts late (from a nap) takes fewer, and the caller waits at
     most for one product. A product split by columns instead (16 hand-offs a call, each copying the
-    product's rows twice) took the CRNN layer 128 -> 256 on 8x25 from 434 to only 405 µs; a fixed half
-    for the worker made a convolution slower than on one thread when the worker started late.
+    product's rows twice) took the CRNN layer 128 -> 256 on 8x25 from 434 to only 405 µs; with a fixed
+    half for the worker, a caller waited for a worker that started late (a nap is about 120 µs here).
 
     Alone, in a model of one convolution called again and again, the 64 -> 128 layer on 16x50 ran
     slower on two threads than on one (492-514 against 533-595 µs, though its products alone took

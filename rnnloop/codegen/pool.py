@@ -36,10 +36,10 @@ run at once, the caller's on one core and the worker's on the other, with no han
 first argument the address of words that hold the loop's arguments and, after it, its results. A
 napping worker is claimed for a loop too: it starts within a nap, little against a loop's time.
 
-A worker also takes half of a convolution's products (the Winograd path's 16 products on panels,
-conv_rt._winograd_products): an idle worker only, as for a product, since the caller's half takes only
-a few hundred microseconds; the convolution calls a napping worker back to spinning first, while it
-transforms its input.
+A worker also takes a share of a convolution's products (the Winograd path's 16 products on panels,
+taken one at a time by the caller and the worker: conv_rt._winograd_products): an idle worker only,
+as for a product, since they take only a few hundred microseconds; the convolution calls a napping
+worker back to spinning first, while it transforms its input.
 
 Every session of several threads uses the pool, unless RNNLOOP_SHARE_PRODUCTS=0 (session._workers).
 """
