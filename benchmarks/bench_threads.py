@@ -38,7 +38,7 @@ CASES = {
     "lstm_native b1": ("lstm_native", dict(batch=1, input_size=128, hidden=256, steps=200)),
     "bilstm_encoder b1": ("bilstm_encoder", dict(batch=1)),
     "vad_stream": ("vad_stream", {}),
-    # A convolutional front end at batch 1: its Winograd products on panels shared by columns.
+    # A convolutional front end at batch 1: its Winograd products on panels shared with a worker.
     "crnn b1": ("crnn", dict(batch=1)),
 }
 ENGINES = ("rnnloop", "onnxruntime", "openvino")

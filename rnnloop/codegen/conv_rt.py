@@ -509,26 +509,18 @@ def _winograd_products(V, kernels, P, threads, block):
             _MATMUL(V[f, :, :].T, kernels[f, :, :].T, P[:, f, :])
         return True
     if threads > 1 and block != 0 and F * C * T * P.shape[2] >= JOB_WORK:
-        block_ = pool.block_at(block)
-        claimed = pool.claim(block_, 1)  # (an idle worker)
-        if claimed:
-            words = np.empty(JOB_WORDS, np.int64)
-            words[0], words[1], words[2] = V.ctypes.data, kernels.ctypes.data, P.ctypes.data
-            words[3], words[4], words[5] = F, C, T
-            words[6], words[7], words[8] = kernels.shape
-            words[9], words[NEXT] = P.shape[2], 0
-            w = 0
-            while not (claimed >> w) & 1:
-                w += 1
-            job = pool.HEADER + w * pool.SLOT + pool.JOB
-            block_[job], block_[job + 1] = _job_address(P), words.ctypes.data
-            pool.post(block_, w)
-            start = pool.ticks()
-            done = _take_products(V, kernels, P, words)
-            if not pool.take_back(block_, w, pool.ticks() - start):  # (it started: it has stopped now)
-                block_[pool.JOBS] += 1  # (a count for tests, as pool.join_job's)
-            pool.alive(words, V, kernels, P)  # (read by the job: see there)
-            return done  # (a product the worker took fails as the caller's do: by the panels' shape)
+        words = np.empty(JOB_WORDS, np.int64)
+        words[0], words[1], words[2] = V.ctypes.data, kernels.ctypes.data, P.ctypes.data
+        words[3], words[4], words[5] = F, C, T
+        words[6], words[7], words[8] = kernels.shape
+        words[9], words[NEXT] = P.shape[2], 0
+        # (an idle worker only: one in a nap would start after the caller has taken most products)
+        w = pool.post_job(threads, block, words, _job_address(P), False)
+        start = pool.ticks()
+        done = _take_products(V, kernels, P, words)
+        pool.join_job(block, w, pool.ticks() - start)  # (not started, or none: the caller took them all)
+        pool.alive(words, V, kernels, P)  # (read by the job: see there)
+        return done  # (a product the worker took fails as the caller's do: by the panels' shape)
     return _products_of(V, kernels, P, 0, F)
 
 

@@ -429,10 +429,11 @@ def job_of(typingctx, task, count):
 
 
 @njit(nogil=True, cache=True)
-def post_job(threads, address, words, entry):
-    """Hand the job `entry` (job_of) on `words` to an idle or napping worker of the pool at `address`
-    (the call's threads and block: the status array's last two elements): the worker's index, or -1
-    when the call has one thread or no worker is free (the caller then runs the job)."""
+def post_job(threads, address, words, entry, napping=True):
+    """Hand the job `entry` (job_of, or a C function of ARITY arguments) on `words` to an idle or
+    (`napping`) napping worker of the pool at `address` (the call's threads and block: the status
+    array's last two elements): the worker's index, or -1 when the call has one thread or no worker
+    is free (the caller then runs the job)."""
     if threads < 2 or address == 0:
         return -1
     block = block_at(address)
@@ -443,7 +444,8 @@ def post_job(threads, address, words, entry):
         # the worker napped: it spins for SPIN pauses, about 0.1 ms on the 2-core Xeon, and a job
         # for an idle worker only found it idle in one layer of three at batch 12.)
         state = HEADER + w * SLOT
-        if now >= block[state + UNTIL] and (swap(block, state, IDLE, CLAIMED) or swap(block, state, NAPPING, CLAIMED)):
+        if now >= block[state + UNTIL] and (swap(block, state, IDLE, CLAIMED)
+                                            or napping and swap(block, state, NAPPING, CLAIMED)):
             found = w
             break
     if found >= 0:
