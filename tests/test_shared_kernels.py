@@ -40,16 +40,20 @@ def _three_lstm_layers():
 
 
 @pytest.mark.slow
-def test_identical_layers_compile_one_loop_function():
+def test_identical_layers_compile_one_function():
+    """Each layer (its loop and the ops around it) is one function of the kernel (region.outlined),
+    and the three layers, of two input sizes, share it; it calls the one function of their loops."""
     session = rnnloop.load(_three_lstm_layers(), strict=True)
     (label, source), = session.kernel_sources()
-    defined = re.findall(r"^def (inner_loop\d+)\(", source, re.M)
-    # Error codes (and directions) go in as np.int64 values: Numba would compile the function once
-    # per literal value otherwise.
-    called = re.findall(r"= (inner_loop\d+)\(status, np.int64\((\d+)\),", source)
-    assert len(defined) == 1, source  # one function for the three layers, of two input sizes
+    defined = re.findall(r"^def (part\d+)\(", source, re.M)
+    # Error codes go in as np.int64 values: Numba would compile the function once per literal value
+    # otherwise.
+    called = re.findall(r"= (part\d+)\(status, np.int64\((\d+)\),", source)
+    assert len(defined) == 1, source
     assert [f for f, _ in called] == defined * 3
     assert len({code for _, code in called}) == 3  # each layer with its own error codes
+    loops = re.findall(r"^def (inner_loop\d+)\(", source, re.M)
+    assert len(loops) == 1 and re.findall(r"= (inner_loop\d+)\(status, np.int64\(eb \+ \d+\),", source) == loops
 
 
 def test_the_shared_function_agrees_with_the_interpreter():
@@ -64,10 +68,10 @@ def test_the_shared_function_agrees_with_the_interpreter():
     # of the shared function passes views of layout 'A' (x[:, :, :]), so that Numba compiles it once,
     # not once per layout of its arguments.
     (label, source), = session.kernel_sources()
-    calls = re.findall(r"= inner_loop1\((.*)\)$", source, re.M)
+    calls = re.findall(r"= part1\((.*)\)$", source, re.M)
     assert len(calls) == 3
-    for call in calls:  # h and c of rank 2, x of rank 3
-        assert re.findall(r"\w(\[:(?:, :)*\])", call) == ["[:, :]", "[:, :]", "[:, :, :]"], call
+    for call in calls:  # h, c and x, of rank 3
+        assert re.findall(r"\w(\[:(?:, :)*\])", call) == ["[:, :, :]"] * 3, call
 
 
 def test_an_error_in_a_shared_function_names_its_own_layer():

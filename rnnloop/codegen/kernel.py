@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import __version__
-from ..ir import Graph, If, Loop, Op, SequenceType, TensorType
+from ..ir import Graph, If, Loop, Op, Region, SequenceType, TensorType
 from .emitter import (Emitter, NoRule, Var, code_text, debug_level, dtype_name, generator_failure, literal, permuted,
                       shape_tuple)
 
@@ -131,6 +131,7 @@ class ModuleGen:
         self.loop_calls: dict[str, int] = {}  # inner loop function -> its call sites (see _any_layout)
         self.tasks: dict[tuple, str] = {}  # an inner loop's call as a job (_task) -> its task's name
         self.concurrent: list[tuple[Loop, Loop]] = []  # pairs of loops run at once
+        self.parts: dict[str, list[int]] = {}  # a nested Region's function -> its calls' first ops' ids
 
     def error_code(self, where: str, message: str) -> int:
         self.errors.append((where, message))
@@ -971,6 +972,9 @@ def _emit_op(g: LoopGen, op: Op, hoist: bool = True) -> None:
     elif isinstance(op, If):
         from . import branch
         outs = branch.emit_if(g, op)
+    elif isinstance(op, Region):  # (outlined: a layer of a stack)
+        from . import region
+        outs = region.emit_part(g, op)
     elif type(op) is not Op:
         raise NoRule(f"{op.where()}: {op.op_type} inside a loop body is not compiled yet")
     else:

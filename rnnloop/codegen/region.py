@@ -10,15 +10,30 @@ from typing import Any
 import numpy as np
 
 from ..interp.graph import Options, run_region
-from ..ir import Graph, Loop, Region
+from ..ir import Graph, Loop, Op, Origin, Region
 from .emitter import NoRule, Var, code_text, dtype_name
 from .fused import Compiled
-from .kernel import ENTRY, KernelModule, LoopGen, ModuleGen, drop_unused, emit_ops
+from .kernel import ENTRY, HELPER, KernelModule, LoopFunction, LoopGen, ModuleGen, _any_layout, drop_unused, emit_ops
+
 
 def generate_region(body: Graph, label: str, at_once: bool = True) -> KernelModule:
     """The kernel module of a region's body; with `at_once`, loops that can run at once do
     (concurrent_loops). Raises NoRule, with `op` set to the op that cannot be compiled when there
-    is one."""
+    is one.
+
+    The layers of a stack become one function the kernel calls once per layer (outlined): a
+    layer's part that no other layer shares is generated again inline, since a function of its own
+    would only add a call and a compile."""
+    inline: set[int] = set()
+    while True:
+        module, kernel = _generate(body, label, at_once, inline)
+        alone = {first for name, firsts in module.parts.items() if len(firsts) == 1 for first in firsts}
+        if not alone:
+            return kernel
+        inline |= alone
+
+
+def _generate(body: Graph, label: str, at_once: bool, inline: set[int]) -> tuple[ModuleGen, KernelModule]:
     module = ModuleGen(label)
     module.loops = 1  # (the loops it calls are inner loops: `kernel` is the region's function)
     g = LoopGen(module, body, {}, label)
@@ -32,7 +47,8 @@ def generate_region(body: Graph, label: str, at_once: bool = True) -> KernelModu
     g.pre("t = 0")  # (errors report an iteration; straight-line code has none)
     if at_once:
         body, g.partners = concurrent_loops(body)
-        g.graph = body
+    body, g.partners = outlined(body, g.partners, inline)
+    g.graph = body
     emit_ops(g, body, set(), hoist=False)
     returned: set[str] = set()
     outputs = [_returned(g, name, returned) for name in body.outputs]
@@ -46,7 +62,105 @@ def generate_region(body: Graph, label: str, at_once: bool = True) -> KernelModu
              *bind, *g.pre.lines, *g.body.lines,
              f"    return ({results}{',' if len(outputs) == 1 else ''})"]
     module.functions.append("\n".join(drop_unused(lines, g.owned)))
-    return replace(module.kernel_module("kernel", g.constants), bound=bool(bind))
+    return module, replace(module.kernel_module("kernel", g.constants), bound=bool(bind))
+
+
+def outlined(graph: Graph, partners: dict[int, Loop], inline: set[int]) -> tuple[Graph, dict[int, Loop]]:
+    """The graph with each run of ops lowered from one model node that holds a loop (an LSTM, GRU or
+    RNN layer: its directions, their loops and the glue that joins them) as a nested Region, which
+    the kernel calls as a function (emit_part). Layers of one kind are then one function, compiled
+    once: Numba took 4-5 s to compile each layer's part of a 3-layer bidirectional LSTM encoder's
+    kernel. Runs whose first op's id is in `inline` stay as they are. Returns the graph and the pairs
+    of loops run at once (concurrent_loops) that are still both in one function."""
+    ops, result, k = graph.ops, [], 0
+    function: dict[int, int] = {}  # id(op) -> the part holding it (0: none)
+    while k < len(ops):
+        node = _node(ops[k])
+        end = k + 1
+        while node is not None and end < len(ops) and _node(ops[end]) == node:
+            end += 1
+        run = ops[k:end]
+        if len(run) > 1 and id(run[0]) not in inline and any(isinstance(op, Loop) for op in run):
+            result.append(_part(graph, run, node))
+            function.update((id(op), len(result)) for op in run)
+        else:
+            result.extend(run)
+        k = end
+    if len(result) == len(ops):
+        return graph, partners
+    return replace(graph, ops=result), {first: second for first, second in partners.items()
+                                        if function.get(first, 0) == function.get(id(second), 0)}
+
+
+def _node(op: Op) -> tuple | None:
+    """The model node `op` was lowered from (both directions of a bidirectional one alike), if known."""
+    o = op.origin
+    return None if o is None else (o.format, o.name, o.op_type, o.opset, o.domain)
+
+
+def _part(graph: Graph, ops: list[Op], node: tuple) -> Region:
+    """A nested Region of `ops`: a closed graph reading what they read from outside (the region's
+    constants as inputs too: the kernel holds them already) and giving what is read after them."""
+    made = {n for op in ops for n in op.outputs if n}
+    inputs = list(dict.fromkeys(n for op in ops for n in op.inputs if n and n not in made))
+    members = {id(op) for op in ops}
+    read_after = {n for op in graph.ops if id(op) not in members for n in op.inputs} | set(graph.outputs)
+    outputs = [n for op in ops for n in op.outputs if n and n in read_after]
+    body = Graph(f"{graph.name}/part", inputs, outputs, list(ops), {}, graph.types)
+    return Region("Region", inputs, outputs, origin=Origin(*node), body=body)
+
+
+def emit_part(g: LoopGen, op: Region) -> list[Var]:
+    """A nested Region (outlined) as a call of its function, which returns arrays of its own."""
+    ins = [g.var(n) for n in op.inputs]
+    if any(v is None or v.kind in ("sequence", "lazy") for v in ins):
+        raise NoRule(f"{op.where()}: an input of its part is not an array the kernel holds")
+    known = {**g.known, **{n: v for n, v in g.graph.constants.items() if isinstance(v, np.ndarray)}}
+    fn = _part_function(g.module, op, ins, known, g.partners)
+    g.module.parts.setdefault(fn.name, []).append(id(op.body.ops[0]))
+    g.module.loop_calls[fn.name] = g.module.loop_calls.get(fn.name, 0) + 1
+    args = [_any_layout(fn.name, v) for v in ins if v.kind != "scalar"]
+    args += [g.pass_constant(value, "k_part") for value in fn.constants]
+    results = g.body.fresh("results")
+    g.body(f"# {code_text(op.where())}")
+    g.body(f"{results} = {fn.name}(status, np.int64({g.code(fn.first_code)}), max_iter, {', '.join(args)})")
+    outs = []
+    for k, (name, (dtype, rank)) in enumerate(zip(op.outputs, fn.out_types)):
+        var = g.body.fresh(f"v_{name}")
+        g.body(f"{var} = {results}[{k}]")
+        outs.append(Var(var, dtype, rank, "fresh"))  # (its own: see _returned)
+    return outs
+
+
+def _part_function(module: ModuleGen, op: Region, ins: list[Var], known: dict[str, np.ndarray],
+                   partners: dict[int, Loop]) -> LoopFunction:
+    """Emit the function of a nested Region: status, eb, max_iter, its array inputs, then the constants
+    its ops need (inner loops' packed weights); it returns its outputs, each an array of its own.
+    Errors are relative to eb, as an inner loop's, so that parts of one text share one function
+    (ModuleGen.add_loop_function), each with its own messages."""
+    name = f"part{len(module.parts) + 1}"
+    body = op.body
+    g = LoopGen(module, body, {n: v for n, v in known.items() if n in body.inputs}, op.where())
+    g.code_base = len(module.errors) + 1
+    g.params = ["status", "eb", "max_iter"]
+    g.partners = partners
+    for n, v in zip(body.inputs, ins):
+        if v.kind == "scalar":  # a literal in the caller: the same literal here
+            g.define(n, v)
+            continue
+        arg = g.pre.fresh(f"in_{n}")
+        g.params.append(arg)
+        g.define(n, Var(arg, v.dtype, v.rank, "invariant"))
+    g.pre("t = 0")
+    emit_ops(g, body, set(), hoist=False)
+    returned: set[str] = set()
+    outputs = [_returned(g, n, returned) for n in body.outputs]
+    lines = [HELPER, f"def {name}({', '.join(g.params)}):", f'    """{code_text(op.where())}"""',
+             *g.pre.lines, *g.body.lines,
+             f"    return ({', '.join(v.expr for v in outputs)}{',' if len(outputs) == 1 else ''})"]
+    text = "\n".join(drop_unused(lines, g.owned))
+    out_types = [(v.dtype, 0 if v.kind == "scalar" else v.rank) for v in outputs]
+    return LoopFunction(module.add_loop_function(name, text), g.constants, out_types, g.code_base, None)
 
 
 def concurrent_loops(graph: Graph) -> tuple[Graph, dict[int, Loop]]:
