@@ -149,3 +149,20 @@ def test_identical_loops_holding_loops_share_their_functions_and_agree():
     want = rnnloop.load(model, backend="interp").run(None, feeds)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_canonical_text_renames_locals_only():
+    """Two functions share one compiled function only when their texts differ in local names alone
+    (kernel._canonical): not in the functions they call, nor in an attribute that a local shares a
+    name with; comments, the docstring and the decorator do not count."""
+    from rnnloop.codegen.kernel import HELPER, _canonical
+
+    def function(name, x, size, callee, comment):
+        return "\n".join([HELPER, f"def {name}(status, {x}):", f'    """{comment}"""', f"    # {comment}",
+                          f"    {size} = {x}.size", f"    for i in range({size}):", f"        {x}[i] = {callee}({x}.size)",
+                          f"    return {x}"])
+
+    first = _canonical(function("part1", "in_a", "size", "inner_loop1", "LSTM 'one'"))
+    assert first == _canonical(function("part2", "in_b", "size_2", "inner_loop1", "LSTM 'two'"))
+    assert first != _canonical(function("part2", "in_b", "size_2", "inner_loop2", "LSTM 'two'"))
+    assert ".size" in first and "inner_loop1" in first and "njit" in first
