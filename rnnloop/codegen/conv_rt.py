@@ -502,7 +502,11 @@ def _winograd_products(V, kernels, P, threads, block):
     418 against 213: we take it to be the transformed data crossing between the cores), 128 -> 256
     alike, 256 -> 256 faster (735-749 against 489-680). In the CRNN, where the worker is kept busy,
     sharing only the last kind took the call at two threads to 1.37 of onnxruntime's time, against
-    1.15 sharing all three (`python benchmarks/bench_threads.py 3 "crnn b1"`; a 2-core Zen 5, 2026-12-02)."""
+    1.15 sharing all three (`python benchmarks/bench_threads.py 3 "crnn b1"`; a 2-core Zen 5, 2026-12-02).
+    Splitting the tiles instead, each core taking rows of tiles from input transform to output, so that
+    no transformed data crosses between the cores, was slower there: 1.36 and 1.41 against 1.16 and 1.14
+    (two runs each, interleaved). Each core then reads all the kernels (4 MiB for 256 -> 256), and the
+    products have fewer rows."""
     F, C, T = V.shape
     if C < PACKED_MIN_CHANNELS:
         for f in range(F):
