@@ -270,15 +270,17 @@ def test_winograd_on_panels_matches_the_interpreter():
     assert_same(session.run(None, feeds), rnnloop.load(model, backend="interp").run(None, feeds), rtol=1e-4, atol=1e-5)
 
 
-def test_winograd_on_panels_shares_its_products_with_a_worker_and_gives_one_threads_bits():
+def test_winograd_on_panels_shares_its_steps_with_a_worker_and_gives_one_threads_bits():
     """Issue 25: a convolution in a call that is not split (batch 1) uses the session's threads: the
-    caller and an idle worker of the pool take the Winograd path's products on panels one at a time
-    (conv_rt._winograd_products). Each product is the same either way: the same bits."""
+    caller and an idle worker of the pool take the Winograd path's input channels, products and rows of
+    tiles one at a time (conv_rt._winograd_shared). Each is the same either way: the same bits, also
+    where the last row and column of tiles are cut (9 x 25) and the channels split unevenly (200)."""
     from rnnloop.codegen import pool
 
-    case = conv([1, 256, 8, 25], [256, 256, 3, 3], bias=True, pads=[1, 1, 1, 1], activation="Relu")
-    assert 16 * 256 * 52 * 256 >= conv_rt.JOB_WORK  # (transforms x channels x tiles x output channels)
-    model, feeds = conv_model([case])
+    cases = [conv([1, 256, 8, 25], [256, 256, 3, 3], bias=True, pads=[1, 1, 1, 1], activation="Relu"),
+             conv([1, 200, 9, 25], [128, 200, 3, 3], pads=[1, 1, 1, 1])]
+    assert 16 * 200 * 65 * 128 >= conv_rt.JOB_WORK  # (transforms x channels x tiles x output channels)
+    model, feeds = conv_model(cases)
     one, two = rnnloop.load(model, threads=1), rnnloop.load(model, threads=2)
     want = one.run(None, feeds)
     block = two.options.pool.block
@@ -287,7 +289,8 @@ def test_winograd_on_panels_shares_its_products_with_a_worker_and_gives_one_thre
     # 0.1 s after it kept a caller waiting: pool.take_back.)
     until = time.monotonic() + 3
     while block[pool.JOBS] == jobs and time.monotonic() < until:
-        np.testing.assert_array_equal(two.run(None, feeds)[0], want[0])
+        for got, expected in zip(two.run(None, feeds), want):
+            np.testing.assert_array_equal(got, expected)
     assert block[pool.JOBS] > jobs
     assert_same(want, rnnloop.load(model, backend="interp").run(None, feeds), rtol=1e-4, atol=1e-5)
 

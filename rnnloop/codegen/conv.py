@@ -126,7 +126,7 @@ def _int64s(values: list[str]) -> str:
 def _geometry(op: Op, values: list[str]) -> str:
     """The geometry an entry takes (conv_rt._arguments): `values` (strides, dilations and pads before,
     three each, and the group), the bounds' bits, then the threads the kernel may use and the pool's
-    block, with which the Winograd path shares its products with a worker (conv_rt._winograd_products)."""
+    block, with which the Winograd path shares its work with a worker (conv_rt._winograd_shared)."""
     return _int64s(values + _bounds_bits(op) + [f"status[{STATUS_THREADS}]", f"status[{STATUS_POOL}]"])
 
 

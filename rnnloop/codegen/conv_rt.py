@@ -89,9 +89,13 @@ SMALL_K = 16  # inner dimensions (C / group * kernel size) up to which _small_pr
 # of onnxruntime's time against 1.32-1.36; a 2-core Zen 5, 2026-12-02, ad hoc), else 128 (below).
 PACKED_MIN_CHANNELS = 64 if VECTOR_BYTES == 64 else 128
 # Multiply-adds of a Winograd convolution's products (transforms x channels x tiles x output channels)
-# from which a worker takes part of them (_winograd_products): a hand-off costs a microsecond or two.
+# from which a worker shares its steps (_winograd_shared): a hand-off costs a microsecond or two.
 JOB_WORK = 1 << 21
-JOB_WORDS, NEXT = 11, 10  # the words of a Winograd job (_winograd_products), and the one of the next transform
+# The words of a Winograd job (_winograd_shared): the arrays' addresses and sizes (0-20), then for each
+# step the next unit to take and the units done, and a flag set when a product failed.
+JOB_WORDS = 28
+NEXT_INPUT, DONE_INPUT, NEXT_PRODUCT, DONE_PRODUCT, NEXT_OUTPUT, FAILED = 21, 22, 23, 24, 25, 26
+UNITS = 4  # units of a step's input channels or output rows per thread: a worker that starts late takes fewer
 GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
 PANEL_MAX_COLUMNS = 16  # output positions up to which a constant W's panels beat BLAS (below)
 
@@ -487,44 +491,14 @@ def _panels_fit(panels, count, k, n):
 
 
 @njit(nogil=True, inline="always")
-def _winograd_products(V, kernels, P, threads, block):
+def _winograd_products(V, kernels, P):
     """P[:, f, :] = V[f]^T @ kernels[f]^T, [T, M], for each transform f of V [F, C, T] and the kernels
-    (see _kernels_fit), by BLAS or on the panels; False when the panels do not serve (a bug of ours).
-    On panels, when the kernel may use `threads` and a worker of the pool's `block` is idle, the
-    caller and the worker take the transforms' products one at a time until none is left
-    (_take_products): a worker that starts late (from a nap) takes fewer, and the caller waits at
-    most for one product. A product split by columns instead (16 hand-offs a call, each copying the
-    product's rows twice) took the CRNN layer 128 -> 256 on 8x25 from 434 to only 405 µs; with a fixed
-    half for the worker, a caller waited for a worker that started late (a nap is about 120 µs here).
-
-    Alone, in a model of one convolution called again and again, the 64 -> 128 layer on 16x50 ran
-    slower on two threads than on one (492-514 against 533-595 µs, though its products alone took
-    418 against 213: we take it to be the transformed data crossing between the cores), 128 -> 256
-    alike, 256 -> 256 faster (735-749 against 489-680). In the CRNN, where the worker is kept busy,
-    sharing only the last kind took the call at two threads to 1.37 of onnxruntime's time, against
-    1.15 sharing all three (`python benchmarks/bench_threads.py 3 "crnn b1"`; a 2-core Zen 5, 2026-12-02).
-    Splitting the tiles instead, each core taking rows of tiles from input transform to output, so that
-    no transformed data crosses between the cores, was slower there: 1.36 and 1.41 against 1.16 and 1.14
-    (two runs each, interleaved). Each core then reads all the kernels (4 MiB for 256 -> 256), and the
-    products have fewer rows."""
+    (see _kernels_fit), by BLAS or on the panels; False when the panels do not serve (a bug of ours)."""
     F, C, T = V.shape
     if C < PACKED_MIN_CHANNELS:
         for f in range(F):
             _MATMUL(V[f, :, :].T, kernels[f, :, :].T, P[:, f, :])
         return True
-    if threads > 1 and block != 0 and F * C * T * P.shape[2] >= JOB_WORK:
-        words = np.empty(JOB_WORDS, np.int64)
-        words[0], words[1], words[2] = V.ctypes.data, kernels.ctypes.data, P.ctypes.data
-        words[3], words[4], words[5] = F, C, T
-        words[6], words[7], words[8] = kernels.shape
-        words[9], words[NEXT] = P.shape[2], 0
-        # (an idle worker only: one in a nap would start after the caller has taken most products)
-        w = pool.post_job(threads, block, words, _job_address(P), False)
-        start = pool.ticks()
-        done = _take_products(V, kernels, P, words)
-        pool.join_job(block, w, pool.ticks() - start)  # (not started, or none: the caller took them all)
-        pool.alive(words, V, kernels, P)  # (read by the job: see there)
-        return done  # (a product the worker took fails as the caller's do: by the panels' shape)
     return _products_of(V, kernels, P, 0, F)
 
 
@@ -542,26 +516,110 @@ def _products_of(V, kernels, P, f0, f1):
 
 
 @njit(nogil=True, inline="always")
-def _take_products(V, kernels, P, words):
-    """The products of the transforms nobody has taken yet (words[NEXT], taken by compare-and-swap),
-    one at a time, until none is left; False if one did not compute."""
-    done = True
+def _winograd_shared(xp, V, kernels, P, bias, Y, out, bounds, TH, TW, threads, block):
+    """One image's Winograd convolution (xp [C, Hp, Wp] padded, to out [M, OH, OW]) by the caller and,
+    when one of the pool's workers is idle, that worker: each step's units are taken one at a time by
+    both until none is left (_winograd_steps), so a worker that starts late (from a nap, about 120 µs
+    here) takes fewer, and the caller waits for one unit at most. The results are one thread's bits.
+
+    Sharing only the 16 products (the transforms on the caller), the CRNN at batch 1 on two threads took
+    1.15 (1.11-1.16), 1.21 (1.11-1.23) and 1.06 (1.05-1.22) of onnxruntime's time in three runs (`python
+    benchmarks/bench_threads.py 3 "crnn b1"`; a 2-core Zen 5, 2026-12-02); each product split by columns
+    instead (16 hand-offs a call), the CRNN layer 128 -> 256 on 8x25 434 -> 405 µs. Splitting the tiles,
+    each core taking rows of tiles from input transform to output, was slower: 1.36 and 1.41 against
+    1.16 and 1.14 (two runs each, interleaved), each core then reading all the kernels (4 MiB for
+    256 -> 256) for products of fewer rows. Alone, one convolution called again and again rarely finds
+    the worker idle (it naps between calls): 64 -> 128 on 16x50 took 492-514 µs on one thread and
+    533-595 on two."""
+    C, Hp, Wp = xp.shape
+    M = P.shape[2]
+    words = np.zeros(JOB_WORDS, np.int64)
+    words[0], words[1], words[2], words[3] = xp.ctypes.data, C, Hp, Wp
+    words[4], words[5], words[6], words[7] = V.ctypes.data, kernels.ctypes.data, kernels.shape[0], kernels.shape[1]
+    words[8], words[9], words[10], words[11] = kernels.shape[2], P.ctypes.data, M, bias.ctypes.data
+    words[12], words[13], words[14], words[15] = Y.ctypes.data, out.ctypes.data, out.shape[1], out.shape[2]
+    words[16], words[17], words[18] = bounds.ctypes.data, TH, TW
+    words[19] = max(1, C // (2 * UNITS))  # channels of an input unit
+    words[20] = max(1, TH // (2 * UNITS))  # rows of tiles of an output unit
+    # (an idle worker only: one in a nap would start after the caller has done most of it)
+    w = pool.post_job(threads, block, words, _job_address(P), False)
+    start = pool.ticks()
+    _winograd_steps(xp, V, kernels, P, bias, Y, out, bounds, words)
+    pool.join_job(block, w, pool.ticks() - start)  # (not started, or none: the caller did it all)
+    pool.alive(words, xp, V, kernels, P, bias, Y, out, bounds)  # (read by the job: see there)
+    return words[FAILED] == 0
+
+
+@njit(nogil=True, inline="always")
+def _winograd_steps(xp, V, kernels, P, bias, Y, out, bounds, words):
+    """A participant's part of _winograd_shared: units of input channels (their transforms), then, once
+    every channel is done, transforms (their products), then, once every product is done, rows of tiles
+    (their output transforms and outputs). A product that did not compute sets words[FAILED]."""
+    C, TH, TW = words[1], words[17], words[18]
     while True:
-        f = pool.load_acquire(words, NEXT)
-        if f >= V.shape[0]:
-            return done
-        if pool.swap(words, NEXT, f, f + 1):
-            done = _products_of(V, kernels, P, f, f + 1) and done
+        c0 = _take(words, NEXT_INPUT, C, words[19])
+        if c0 < 0:
+            break
+        c1 = min(C, c0 + words[19])
+        _winograd_inputs(xp, V, TH, TW, c0, c1)
+        _count(words, DONE_INPUT, c1 - c0)
+    _await(words, DONE_INPUT, C)
+    F = V.shape[0]
+    while True:
+        f = _take(words, NEXT_PRODUCT, F, 1)
+        if f < 0:
+            break
+        if not _products_of(V, kernels, P, f, f + 1):
+            pool.store_release(words, FAILED, 1)
+        _count(words, DONE_PRODUCT, 1)
+    _await(words, DONE_PRODUCT, F)
+    while True:
+        th0 = _take(words, NEXT_OUTPUT, TH, words[20])
+        if th0 < 0:
+            return
+        th1 = min(TH, th0 + words[20])
+        _winograd_outputs(P, bias, Y, bounds, th0 * TW, th1 * TW)
+        _winograd_scatter(Y, out, TH, TW, th0, th1)
+
+
+@njit(nogil=True, inline="always")
+def _take(words, at, end, unit):
+    """The start of the next unit of `unit` counted by words[at] (compare-and-swap), or -1 once it reaches `end`."""
+    while True:
+        start = pool.load_acquire(words, at)
+        if start >= end:
+            return -1
+        if pool.swap(words, at, start, start + unit):
+            return start
+
+
+@njit(nogil=True, inline="always")
+def _count(words, at, done):
+    """words[at] += done, atomically, after (release) what was done."""
+    while True:
+        before = pool.load_acquire(words, at)
+        if pool.swap(words, at, before, before + done):
+            return
+
+
+@njit(nogil=True, inline="always")
+def _await(words, at, total):
+    """Wait until words[at] counts `total` (the other participant finishing the unit it took)."""
+    while pool.load_acquire(words, at) < total:
+        pool.pause()
 
 
 @njit(nogil=True, inline="always")
 def _winograd_job(dtype, address):
-    """A worker's part of _winograd_products, from the words at `address` (the arrays' addresses and
-    sizes, and the next transform to take: see there). The caller keeps the arrays alive: it waits for
-    the job."""
+    """A worker's part of _winograd_shared, from the words at `address` (see there). The caller keeps the
+    arrays alive: it waits for the job."""
     z = _c_array(address, (JOB_WORDS,), np.int64)
-    V, P = _c_array(z[0], (z[3], z[4], z[5]), dtype), _c_array(z[2], (z[5], z[3], z[9]), dtype)
-    _take_products(V, _c_array(z[1], (z[6], z[7], z[8]), dtype), P, z)
+    C, M, T = z[1], z[10], z[17] * z[18]
+    xp = _c_array(z[0], (C, z[2], z[3]), dtype)
+    V, kernels = _c_array(z[4], (16, C, T), dtype), _c_array(z[5], (z[6], z[7], z[8]), dtype)
+    P, Y = _c_array(z[9], (T, 16, M), dtype), _c_array(z[12], (T, 4, M), dtype)
+    out = _c_array(z[13], (M, z[14], z[15]), dtype)
+    _winograd_steps(xp, V, kernels, P, _c_array(z[11], (M,), dtype), Y, out, _c_array(z[16], (2,), dtype), z)
     return 0
 
 
@@ -581,21 +639,32 @@ def _winograd(x, kernels, bias, out, geometry, bounds):
     P = np.empty((T, 16, M), out.dtype)
     Y = np.empty((T, 4, M), out.dtype)
     b = bias if bias.size else np.zeros(M, out.dtype)
-    if geometry[10] > 1 and geometry[11] != 0:  # a napping worker spins again by the products (_winograd_products)
-        pool.claim(pool.block_at(geometry[11]), 0)
+    threads, block = geometry[10], geometry[11]
+    # Shared on panels only: BLAS has no way to take a share of its work from a worker.
+    shared = threads > 1 and block != 0 and C >= PACKED_MIN_CHANNELS and 16 * C * T * M >= JOB_WORK
+    if shared:  # a napping worker spins again while the input is padded
+        pool.claim(pool.block_at(block), 0)
+    limits = np.empty(2, out.dtype)  # (an array for the job's words)
+    limits[0], limits[1] = bounds[0], bounds[1]
     for n in range(N):
         _pad(x, n, 0, xp, 0, ph, pw)
-        _winograd_inputs(xp.reshape((C, Hp, Wp)), V, TH, TW)
-        if not _winograd_products(V, kernels, P, geometry[10], geometry[11]):
+        xn, on = xp.reshape((C, Hp, Wp)), out[n].reshape((M, OH, OW))
+        if shared:
+            if not _winograd_shared(xn, V, kernels, P, b, Y, on, limits, TH, TW, threads, block):
+                return 1
+            continue
+        _winograd_inputs(xn, V, TH, TW, 0, C)
+        if not _winograd_products(V, kernels, P):
             return 1
-        _winograd_outputs(P, b, Y, bounds)
-        _winograd_scatter(Y, out[n].reshape((M, OH, OW)), TH, TW)
+        _winograd_outputs(P, b, Y, bounds, 0, T)
+        _winograd_scatter(Y, on, TH, TW, 0, TH)
     return 0
 
 
 @njit(nogil=True, inline="always")
-def _winograd_inputs(xp, V, TH, TW):
-    """V[4 k + i, c, th * TW + tw] = (B^T d B)[k, i], d the 4x4 tile of xp [C, Hp, Wp] at (2 th, 2 tw).
+def _winograd_inputs(xp, V, TH, TW, c0, c1):
+    """V[4 k + i, c, th * TW + tw] = (B^T d B)[k, i], d the 4x4 tile of xp [C, Hp, Wp] at (2 th, 2 tw),
+    for the channels c0 <= c < c1.
     Per row of tiles, in loops that vectorise: B^T down each column of its four rows (into `rows`), the
     even and odd columns of each result apart (`half`), then B across each tile's four columns from
     those, contiguous in tw. (Tile by tile, 16 scalar loads and stores each: 125 against 68 µs for 64
@@ -608,7 +677,7 @@ def _winograd_inputs(xp, V, TH, TW):
     xf, vf = xp.reshape(-1), V.reshape(-1)
     step, row, one, two = np.uint64(C * T), np.uint64(Wp), np.uint64(1), np.uint64(2)
     un, um = np.uint64(n), np.uint64(m)
-    for c in range(C):
+    for c in range(c0, c1):
         for th in range(TH):
             x0 = np.uint64((c * Hp + 2 * th) * Wp)
             for j in range(un):
@@ -635,10 +704,10 @@ def _va(p0, p1, p2, p3, one, minus):
 
 
 @njit(nogil=True, inline="always")
-def _winograd_outputs(P, bias, Y, bounds):
+def _winograd_outputs(P, bias, Y, bounds, t0, t1):
     """Y[t, 2 i + j, m] = (A^T p A)[i, j] + bias[m], p the 16 values P[t, :, m] (P [T, 16, M]), held to
-    bounds (lo, hi): along m in vectors of simd.py's width."""
-    T, _, M = P.shape
+    bounds (lo, hi), for the tiles t0 <= t < t1: along m in vectors of simd.py's width."""
+    M = P.shape[2]
     pf, yf = P.reshape(-1), Y.reshape(-1)
     lanes = _lanes(yf)
     whole = M - M % lanes
@@ -646,7 +715,7 @@ def _winograd_outputs(P, bias, Y, bounds):
     unit[1] = -unit[1]
     one, minus = _vsplat(unit[0]), _vsplat(unit[1])
     lo, hi = _vsplat(bounds[0]), _vsplat(bounds[1])
-    for t in range(T):
+    for t in range(t0, t1):
         for m in range(0, whole, lanes):
             k, y = 16 * t * M + m, 4 * t * M + m
             bv = _vload(bias, m)
@@ -676,16 +745,16 @@ def _winograd_outputs(P, bias, Y, bounds):
 
 
 @njit(nogil=True, inline="always")
-def _winograd_scatter(Y, out, TH, TW):
+def _winograd_scatter(Y, out, TH, TW, th0, th1):
     """out[m, 2 th + i, 2 tw + j] = Y[th * TW + tw, 2 i + j, m] for the outputs out [M, OH, OW] has
-    (the last tiles' may be cut), 16 channels at a time: each line of Y is read once from L2, then
-    from L1. (Flat unsigned indices, as _run.)"""
+    (the last tiles' may be cut) of the rows of tiles th0 <= th < th1, 16 channels at a time: each line
+    of Y is read once from L2, then from L1. (Flat unsigned indices, as _run.)"""
     M, OH, OW = out.shape
     yf, of = Y.reshape(-1), out.reshape(-1)
     one, two, step, tile = np.uint64(1), np.uint64(2), np.uint64(M), np.uint64(4 * M)
     pairs = np.uint64(OW // 2)
     for m0 in range(0, M, 16):
-        for oh in range(OH):
+        for oh in range(2 * th0, min(OH, 2 * th1)):
             for m in range(m0, min(M, m0 + 16)):
                 src = np.uint64(((oh // 2) * TW * 4 + 2 * (oh % 2)) * M + m)
                 dst = np.uint64((m * OH + oh) * OW)

@@ -36,10 +36,11 @@ run at once, the caller's on one core and the worker's on the other, with no han
 first argument the address of words that hold the loop's arguments and, after it, its results. A
 napping worker is claimed for a loop too: it starts within a nap, little against a loop's time.
 
-A worker also takes a share of a convolution's products (the Winograd path's 16 products on panels,
-taken one at a time by the caller and the worker: conv_rt._winograd_products): an idle worker only,
-as for a product, since they take only a few hundred microseconds; the convolution calls a napping
-worker back to spinning first, while it transforms its input.
+A worker also takes a share of a convolution (the Winograd path on panels: its input transforms by
+channels, its 16 products, its output transforms by rows of tiles, each step's units taken one at a
+time by the caller and the worker: conv_rt._winograd_shared): an idle worker only, as for a product,
+since a convolution takes only a few hundred microseconds; the convolution calls a napping worker back
+to spinning first, while it pads its input.
 
 Every session of several threads uses the pool, unless RNNLOOP_SHARE_PRODUCTS=0 (session._workers).
 """
