@@ -166,3 +166,50 @@ def test_canonical_text_renames_locals_only():
     assert first == _canonical(function("part2", "in_b", "size_2", "inner_loop1", "LSTM 'two'"))
     assert first != _canonical(function("part2", "in_b", "size_2", "inner_loop2", "LSTM 'two'"))
     assert ".size" in first and "inner_loop1" in first and "njit" in first
+
+
+def _layer_feeds():
+    feeds = {"x": RNG.standard_normal((5, 2, INPUT)).astype(np.float32)}
+    return feeds | {f"{s}{k}": RNG.standard_normal((1, 2, HIDDEN)).astype(np.float32) for s in "hc" for k in (1, 2, 3)}
+
+
+def test_a_layer_that_cannot_be_a_function_is_generated_inline(monkeypatch):
+    """A part of a region that its kernel cannot call as a function (region.emit_part refuses it) has
+    its ops generated in the kernel itself, as before parts were."""
+    from rnnloop.codegen import region
+    from rnnloop.codegen.emitter import NoRule
+
+    def refuse(g, op):
+        raise NoRule(f"{op.where()}: refused by the test")
+    monkeypatch.setattr(region, "emit_part", refuse)
+    model = _three_lstm_layers()
+    session = rnnloop.load(model, strict=True)
+    (_, source), = session.kernel_sources()
+    assert "def part" not in source and len(re.findall(r"^def inner_loop\d+\(", source, re.M)) == 1
+    feeds = _layer_feeds()
+    np.testing.assert_allclose(session.run(None, feeds)[0], rnnloop.load(model, backend="interp").run(None, feeds)[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_an_op_refused_inside_a_layer_leaves_that_op_alone_to_the_interpreter(monkeypatch):
+    """A rule that refuses an op of one layer's part: the part is generated inline again
+    (region.generate_region), where the refusal names that op, and the partition leaves it, not the
+    whole region, to the interpreter."""
+    from rnnloop.codegen import kernel, rules  # noqa: F401  (rules registers Concat's rule)
+    from rnnloop.codegen.emitter import NoRule
+
+    rule = kernel.RULES["Concat"]
+
+    def concat(g, op, ins):  # (the LSTM's lowering: the shape of Y)
+        if op.origin.name == "LSTM_2":
+            raise NoRule("refused by the test")
+        return rule(g, op, ins)
+    monkeypatch.setitem(kernel.RULES, "Concat", concat)
+    model = _three_lstm_layers()
+    session = rnnloop.load(model)
+    interpreted = [line for line in session.explain().splitlines() if ": interpreted (" in line]
+    assert len(interpreted) == 1 and interpreted[0].startswith("LSTM 'LSTM_2'"), session.explain()
+    assert "refused by the test" in interpreted[0]
+    feeds = _layer_feeds()
+    np.testing.assert_allclose(session.run(None, feeds)[0], rnnloop.load(model, backend="interp").run(None, feeds)[0],
+                               rtol=1e-5, atol=1e-6)

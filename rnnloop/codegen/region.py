@@ -26,7 +26,14 @@ def generate_region(body: Graph, label: str, at_once: bool = True) -> KernelModu
     would only add a call and a compile."""
     inline: set[int] = set()
     while True:
-        module, kernel = _generate(body, label, at_once, inline)
+        try:
+            module, kernel = _generate(body, label, at_once, inline)
+        except NoRule as e:
+            if not isinstance(e.op, Region):
+                raise
+            # A part refused, or an op in it (inline, the refusal then names that op): its ops inline.
+            inline.add(id(e.op.body.ops[0]))
+            continue
         alone = {first for name, firsts in module.parts.items() if len(firsts) == 1 for first in firsts}
         if not alone:
             return kernel
