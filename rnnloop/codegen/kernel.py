@@ -171,10 +171,6 @@ class ModuleGen:
                   "import math\n\nimport numpy as np\nfrom numba import njit\n\nfrom rnnloop.codegen import blas as _b\nfrom rnnloop.codegen import mathfn as _m\nfrom rnnloop.codegen import runtime as _r\n")
         code = _ANY_LAYOUT.sub(lambda m: m[3] if self.loop_calls[m[1]] == 1 else f"{m[3]}[{', '.join([':'] * int(m[2]))}]",
                                "\n\n\n".join(self.functions))
-        # NumPy's implementations compile again in every process (Numba caches one only inside the
-        # function that calls it), rnnloop's helpers once per machine: np.ascontiguousarray alone
-        # took 0.46-0.58 s of the cold compiles of the VAD model, the LSTM encoder and the CRNN.
-        code = code.replace("np.ascontiguousarray(", "_r.contiguous(").replace("np.copy(", "_r.copy(")
         if "_s." in code:  # imported only where used: see cache.OPTIONAL_MODULES
             header += "from rnnloop.codegen import simd as _s\n"
             header += "".join(f"_s.require({dtype!r})\n" for dtype in sorted(self.products))

@@ -26,19 +26,6 @@ def slice_range(start, end, step, n):
 
 
 @njit(cache=True, nogil=True)
-def contiguous(x):
-    """np.ascontiguousarray(x) (x itself when it is C-contiguous), for generated code: see
-    ModuleGen.kernel_module."""
-    return np.ascontiguousarray(x)
-
-
-@njit(cache=True, nogil=True)
-def copy(x):
-    """np.copy(x), for generated code: see ModuleGen.kernel_module."""
-    return np.copy(x)
-
-
-@njit(cache=True, nogil=True)
 def broadcast_dim(a, b):
     """The size two sizes broadcast to on one axis, or -1 when they do not broadcast."""
     if a == b or b == 1:
