@@ -522,9 +522,10 @@ def _winograd_shared(xp, V, kernels, P, bias, Y, out, bounds, TH, TW, threads, b
     both until none is left (_winograd_steps), so a worker that starts late (from a nap, about 120 µs
     here) takes fewer, and the caller waits for one unit at most. The results are one thread's bits.
 
-    Sharing only the 16 products (the transforms on the caller), the CRNN at batch 1 on two threads took
-    1.15 (1.11-1.16), 1.21 (1.11-1.23) and 1.06 (1.05-1.22) of onnxruntime's time in three runs (`python
-    benchmarks/bench_threads.py 3 "crnn b1"`; a 2-core Zen 5, 2026-12-02); each product split by columns
+    The CRNN at batch 1 on two threads took 1.14, 1.04, 1.15 and 1.02 of onnxruntime's time in four runs
+    (medians; `python benchmarks/bench_threads.py 3 "crnn b1"`; a 2-core Zen 5, 2026-12-02), and 1.15,
+    1.20, 1.19 and 1.16 in runs interleaved with them sharing only the 16 products (the transforms on
+    the caller); earlier, 1.15, 1.21 and 1.06 that way. Each product split by columns
     instead (16 hand-offs a call), the CRNN layer 128 -> 256 on 8x25 434 -> 405 µs. Splitting the tiles,
     each core taking rows of tiles from input transform to output, was slower: 1.36 and 1.41 against
     1.16 and 1.14 (two runs each, interleaved), each core then reading all the kernels (4 MiB for
