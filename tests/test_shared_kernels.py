@@ -72,6 +72,8 @@ def test_the_shared_function_agrees_with_the_interpreter():
     assert len(calls) == 3
     for call in calls:  # h, c and x, of rank 3
         assert re.findall(r"\w(\[:(?:, :)*\])", call) == ["[:, :, :]"] * 3, call
+    layers = ", ".join(f"LSTM 'LSTM_{k}' (ai.onnx opset 17)" for k in (0, 2, 4))
+    assert f"; {layers} share one function" in session.explain(), session.explain()
 
 
 def test_an_error_in_a_shared_function_names_its_own_layer():

@@ -96,6 +96,7 @@ class KernelModule:
     fallbacks: set[int] = field(default_factory=set)  # codes meaning "run this loop in the interpreter"
     bound: bool = False  # the constants passed as one table (fused.bind), not an argument each
     concurrent: list[tuple[Loop, Loop]] = field(default_factory=list)  # loops run at once (_emit_concurrent_loops)
+    layers: list[list[str]] = field(default_factory=list)  # the nodes whose parts share a function (region.outlined)
 
     def error(self, status: np.ndarray, exc: BaseException) -> str | None:
         """The message for a kernel that stopped: by the code it set, or by the op it was running."""
@@ -128,7 +129,7 @@ class ModuleGen:
         self.loop_calls: dict[str, int] = {}  # inner loop function -> its call sites (see _any_layout)
         self.tasks: dict[tuple, str] = {}  # an inner loop's call as a job (_task) -> its task's name
         self.concurrent: list[tuple[Loop, Loop]] = []  # pairs of loops run at once
-        self.parts: dict[str, list[int]] = {}  # a nested Region's function -> its calls' first ops' ids
+        self.parts: dict[str, list[Region]] = {}  # a nested Region's function -> the parts it is called for
 
     def error_code(self, where: str, message: str) -> int:
         self.errors.append((where, message))
@@ -191,7 +192,8 @@ class ModuleGen:
                 f".reshape({shape_tuple([str(d) for d in shape])}).copy()\n"
                 for (dtype, shape, data), name in self.small_constants.items())
         source = header + "\n\n" + code + "\n"
-        return KernelModule(source, entry, constants, self.errors, self.fallbacks, concurrent=self.concurrent)
+        return KernelModule(source, entry, constants, self.errors, self.fallbacks, concurrent=self.concurrent,
+                            layers=[[part.where() for part in parts] for parts in self.parts.values()])
 
 
 class LoopGen:

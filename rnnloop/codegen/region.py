@@ -34,7 +34,7 @@ def generate_region(body: Graph, label: str, at_once: bool = True) -> KernelModu
             # A part refused, or an op in it (inline, the refusal then names that op): its ops inline.
             inline.add(id(e.op.body.ops[0]))
             continue
-        alone = {first for name, firsts in module.parts.items() if len(firsts) == 1 for first in firsts}
+        alone = {id(parts[0].body.ops[0]) for parts in module.parts.values() if len(parts) == 1}
         if not alone:
             return kernel
         inline |= alone
@@ -124,7 +124,7 @@ def emit_part(g: LoopGen, op: Region) -> list[Var]:
         raise NoRule(f"{op.where()}: an input of its part is not an array the kernel holds")
     known = {**g.known, **{n: v for n, v in g.graph.constants.items() if isinstance(v, np.ndarray)}}
     fn = _part_function(g.module, op, ins, known, g.partners)
-    g.module.parts.setdefault(fn.name, []).append(id(op.body.ops[0]))
+    g.module.parts.setdefault(fn.name, []).append(op)
     g.module.loop_calls[fn.name] = g.module.loop_calls.get(fn.name, 0) + 1
     args = [_any_layout(fn.name, v) for v in ins if v.kind != "scalar"]
     args += [g.pass_constant(value, "k_part") for value in fn.constants]
@@ -274,4 +274,5 @@ class CompiledRegion(Compiled):
     def describe(self) -> str:
         ops = self.op.body.ops
         names = ", ".join(code_text(o.where()) for o in ops[:6]) + (", ..." if len(ops) > 6 else "")
-        return f"{self.label}: {len(ops)} op(s) compiled into one kernel ({names})"
+        shared = "".join(f"; {', '.join(layers)} share one function" for layers in self.kernel.layers)
+        return f"{self.label}: {len(ops)} op(s) compiled into one kernel ({names}){shared}"
