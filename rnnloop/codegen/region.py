@@ -1,6 +1,6 @@
-"""The kernel of a region (partition.py): its ops as straight-line code in one function, loops as
-functions it calls and Ifs as native `if`s; compiled at load and called like the interpreter's
-run_region."""
+"""The kernel of a region (partition.py): its ops as straight-line code in one function, loops and the
+layers of a stack (outlined) as functions it calls and Ifs as native `if`s; compiled at load and
+called like the interpreter's run_region."""
 
 from __future__ import annotations
 
