@@ -2,7 +2,7 @@
 threads (every core) and on one thread, on the LSTM/GRU models at batch 16 and 64 (and batch 1,
 which only products shared with workers speed up; RNNLOOP_SHARE_PRODUCTS=0 keeps them out), the
 stacked bidirectional encoders, the streaming VAD and the CRNN at batch 1 (its convolutions share
-their products with a worker); and one Session serving 2 streams from 2 Python threads.
+their work with a worker); and one Session serving 2 streams from 2 Python threads.
 
 Run with `asv run --python=same -b Threads`, or `python benchmarks/bench_threads.py [rounds]` for the
 table (`--busy`: with a process that keeps one core busy meanwhile, as on a shared server). Nothing
@@ -38,7 +38,7 @@ CASES = {
     "lstm_native b1": ("lstm_native", dict(batch=1, input_size=128, hidden=256, steps=200)),
     "bilstm_encoder b1": ("bilstm_encoder", dict(batch=1)),
     "vad_stream": ("vad_stream", {}),
-    # A convolutional front end at batch 1: its Winograd products on panels shared with a worker.
+    # A convolutional front end at batch 1: its Winograd convolutions on panels shared with a worker.
     "crnn b1": ("crnn", dict(batch=1)),
 }
 ENGINES = ("rnnloop", "onnxruntime", "openvino")

@@ -95,7 +95,8 @@ JOB_WORK = 1 << 21
 # step the next unit to take and the units done, and a flag set when a product failed.
 JOB_WORDS = 28
 NEXT_INPUT, DONE_INPUT, NEXT_PRODUCT, DONE_PRODUCT, NEXT_OUTPUT, FAILED = 21, 22, 23, 24, 25, 26
-UNITS = 4  # units of a step's input channels or output rows per thread: a worker that starts late takes fewer
+UNITS = 4  # units of a step's input channels or output rows per participant (the caller and a worker): a
+#            worker that starts late takes fewer
 GEMV_MAX_COLUMNS = 4  # output positions up to which gemv per position beats gemm (258 x 256 x 3: 13 against 23 µs)
 PANEL_MAX_COLUMNS = 16  # output positions up to which a constant W's panels beat BLAS (below)
 
@@ -530,8 +531,8 @@ def _winograd_shared(xp, V, kernels, P, bias, Y, out, bounds, TH, TW, threads, b
     each core taking rows of tiles from input transform to output, was slower: 1.36 and 1.41 against
     1.16 and 1.14 (two runs each, interleaved), each core then reading all the kernels (4 MiB for
     256 -> 256) for products of fewer rows. Alone, one convolution called again and again rarely finds
-    the worker idle (it naps between calls): 64 -> 128 on 16x50 took 492-514 µs on one thread and
-    533-595 on two."""
+    the worker idle (it naps between calls): with the products alone shared, 64 -> 128 on 16x50 took
+    492-514 µs on one thread and 533-595 on two (ad hoc)."""
     C, Hp, Wp = xp.shape
     M = P.shape[2]
     words = np.zeros(JOB_WORDS, np.int64)

@@ -40,8 +40,8 @@ class Compiled:
         # What the kernel takes after its inputs: the constants, or the one table of them (bind).
         self.arguments = [bind(self.constants)] if self.kernel.bound else self.constants
         self.fallbacks = 0
-        # Only packed products, loops run as jobs and Winograd's convolutions (their products taken by a
-        # job too) share with the workers (pool.py): another kernel leaves them asleep.
+        # Only packed products, loops run as jobs and Winograd's convolutions (shared through a job too)
+        # share with the workers (pool.py): another kernel leaves them asleep.
         self.shares = any(call in self.kernel.source for call in ("_s.matmul_packed_", "_p.post_job(",
                                                                   "_cv.conv_winograd_float"))
         function = self._dispatcher = self._compile()
