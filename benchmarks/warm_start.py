@@ -9,9 +9,15 @@ load it and run it once. Timed from outside, e.g. by farm-bench, against another
 
 import sys
 
-import rnnloop
-from rnnloop import models
 
-name, arguments = models.resolve(sys.argv[1] if len(sys.argv) > 1 else "vad_stream")
-model, feeds = models.MODELS[name](**arguments)
-rnnloop.load(model, threads=1).run(None, feeds)
+def main(spec: str) -> None:
+    import rnnloop  # (here, not at the top: asv imports every file of benchmarks/ to find benchmarks)
+    from rnnloop import models
+
+    name, arguments = models.resolve(spec)
+    model, feeds = models.MODELS[name](**arguments)
+    rnnloop.load(model, threads=1).run(None, feeds)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "vad_stream")
