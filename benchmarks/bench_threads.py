@@ -1,8 +1,9 @@
 """asv benchmarks of threads (issue 25): rnnloop, onnxruntime and OpenVINO (f32) at their default
 threads (every core) and on one thread, on the LSTM/GRU models at batch 16 and 64 (and batch 1,
 which only products shared with workers speed up; RNNLOOP_SHARE_PRODUCTS=0 keeps them out), the
-stacked bidirectional encoders, the streaming VAD and the CRNN at batch 1 (its convolutions share
-their work with a worker); and one Session serving 2 streams from 2 Python threads.
+stacked bidirectional encoders, the streaming VAD, the CRNN at batch 1 (its convolutions share
+their work with a worker) and a chain of elementwise ops on [64, 2048] (one loop nest, its rows
+shared with a worker); and one Session serving 2 streams from 2 Python threads.
 
 Run with `asv run --python=same -b Threads`, or `python benchmarks/bench_threads.py [rounds]` for the
 table (`--busy`: with a process that keeps one core busy meanwhile, as on a shared server). Nothing
@@ -40,6 +41,8 @@ CASES = {
     "vad_stream": ("vad_stream", {}),
     # A convolutional front end at batch 1: its Winograd convolutions on panels shared with a worker.
     "crnn b1": ("crnn", dict(batch=1)),
+    # A loop nest of 10 elementwise ops over a tensor of fixed sizes, its rows shared with a worker.
+    "chain 64x2048": ("elementwise_chain", dict(ops=10, width=2048, rows=64)),
 }
 ENGINES = ("rnnloop", "onnxruntime", "openvino")
 

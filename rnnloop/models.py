@@ -248,9 +248,10 @@ def sequence_insert_loop(steps: int = 8000) -> Built:
     return _finish(text, {}), {"M": np.asarray(steps, np.int64), "x": np.arange(4, dtype=np.float32)}
 
 
-def elementwise_chain(ops: int = 10, width: int = 16) -> Built:
-    """`ops` elementwise ops in a chain on a [1, width] tensor, cycling through Add and Mul by
-    [width] constants, Tanh and Sigmoid: a model whose time is all per-call and per-op overhead."""
+def elementwise_chain(ops: int = 10, width: int = 16, rows: int = 1) -> Built:
+    """`ops` elementwise ops in a chain on a [rows, width] tensor, cycling through Add and Mul by
+    [width] constants, Tanh and Sigmoid: at one row, a model whose time is all per-call and per-op
+    overhead; at many, one loop nest that a worker shares (kernel.emit_shared_call)."""
     rng = np.random.default_rng(0)
     lines, initializers, last = [], {}, "x"
     for k in range(ops):
@@ -264,8 +265,8 @@ def elementwise_chain(ops: int = 10, width: int = 16) -> Built:
         last = out
     if not lines:
         lines.append("y = Identity(x)")
-    text = f"elementwise_chain (float[1, {width}] x) => (float[1, {width}] y) {{\n" + "\n".join(lines) + "\n}"
-    feeds = {"x": np.linspace(-1, 1, width, dtype=np.float32).reshape(1, width)}
+    text = f"elementwise_chain (float[{rows}, {width}] x) => (float[{rows}, {width}] y) {{\n" + "\n".join(lines) + "\n}"
+    feeds = {"x": np.linspace(-1, 1, rows * width, dtype=np.float32).reshape(rows, width)}
     return _finish(text, initializers), feeds
 
 

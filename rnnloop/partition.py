@@ -95,18 +95,20 @@ def compile_regions(graph: Graph, label: str = "region") -> Partition:
 
 
 def _compiled(region: Region, kernel):
-    """The region's compiled kernel; if one that runs loops at once does not compile, the kernel that
-    runs them one after the other, with a warning (a bug of ours, which costs them a core, not the
-    compiled region)."""
+    """The region's compiled kernel; if one that runs loops at once or shares loop nests with a worker
+    does not compile, the kernel that runs them on one thread, with a warning (a bug of ours, which
+    costs them a core, not the compiled region)."""
     from .codegen.region import CompiledRegion, generate_region
     try:
         return CompiledRegion(region, kernel)
     except NoRule as e:
-        if not kernel.concurrent:
+        if not kernel.concurrent and not kernel.shared_calls:
             raise
         compiled = CompiledRegion(region, generate_region(region.body, region.where(), at_once=False))
-        warnings.warn(f"{region.where()}: its loops run one after the other (running them at once did not "
-                      f"compile: {e}; please report it)", FallbackWarning, stacklevel=5)
+        what = ("its loops run one after the other (running them at once" if kernel.concurrent else
+                "its loop nests run on one thread (sharing them with a worker")
+        warnings.warn(f"{region.where()}: {what} did not compile: {e}; please report it)", FallbackWarning,
+                      stacklevel=5)
         return compiled
 
 

@@ -8,6 +8,7 @@ import re
 import multiprocessing
 import os
 import threading
+import time
 
 import numpy as np
 import onnx
@@ -279,17 +280,19 @@ def test_a_session_keeps_large_blocks_so_that_calls_do_not_page_fault(keep):
 
 def _runs_jobs(session, run, want) -> bool:
     """Whether calls (each giving `want`, bit for bit) hand a job to the session's worker within 20
-    calls: a worker is woken when a call starts, but may be late for its job (the caller then runs
-    it), more so on a loaded machine."""
+    calls or 3 seconds, whichever is later: a worker is woken when a call starts, but may be late for
+    its job (the caller then runs it), more so on a loaded machine."""
     from rnnloop.codegen import pool
 
     block = session.options.pool.block
     jobs = int(block[pool.JOBS])
-    for _ in range(20):
+    calls, until = 0, time.monotonic() + 3
+    while calls < 20 or time.monotonic() < until:
         for g, w in zip(run(), want):
             np.testing.assert_array_equal(g, w)
         if block[pool.JOBS] > jobs:
             return True
+        calls += 1
     return False
 
 
@@ -361,6 +364,81 @@ def test_loops_that_do_not_compile_at_once_run_one_after_the_other_with_a_warnin
         two = rnnloop.load(model, threads=2)
     assert "concurrently" not in two.kernel_sources()[0][1] and "at once" not in two.explain()
     feeds = {"x": np.ones((2, 4), np.float32), "n": np.array(3), "bad1": np.array(0), "bad2": np.array(0)}
+    for g, w in zip(two.run(None, feeds), rnnloop.load(model, backend="interp").run(None, feeds)):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+# A nest of elementwise ops over [1, rows, 512], with an integer division that raises on a zero divisor.
+_NEST = """
+    s = Add(x, bias)
+    t = Tanh(s)
+    u = Mul(t, x)
+    y = Sigmoid(u)
+    q = Div(a, b)"""
+
+
+def _nest_model(rows: str):
+    return _model(_NEST, f"float[1, {rows}, 512] x, int64[1, {rows}, 512] a, int64[1, {rows}, 512] b",
+                  f"float[1, {rows}, 512] y, int64[1, {rows}, 512] q",
+                  bias=np.linspace(-1, 1, 512).astype(np.float32))
+
+
+def test_a_large_loop_nest_shares_its_rows_with_a_worker_and_gives_the_bits_of_one_thread():
+    """Issue 25: a nest of elementwise ops over enough elements (kernel.SPLIT_ELEMENT_OPS over its
+    ops) hands the second half of its first axis not of size 1 to an idle worker while the caller
+    does the first (kernel.emit_shared_call); the results are the bits of one thread. An error in
+    either half (an integer division by zero) is the error of one thread, and the session goes on."""
+    from rnnloop.codegen import kernel
+
+    rows = -(-kernel.SPLIT_ELEMENT_OPS // 512)  # (enough for the Div alone to be shared)
+    model = _nest_model(str(rows))  # (fixed sizes: no batch axis to split the call along)
+    one, two = rnnloop.load(model, threads=1), rnnloop.load(model, threads=2)
+    assert two._splitter is None
+    [(_, source)] = two.kernel_sources()
+    assert source.count("_p.job_of(task") == 2, source  # (both nests: the Div one too)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, (1, rows, 512)).astype(np.float32)
+    a, b = rng.integers(-50, 50, (2, 1, rows, 512))
+    b[b == 0] = 7
+    feeds = {"x": x, "a": a, "b": b}
+    want = one.run(None, feeds)
+    np.testing.assert_array_equal(want[1], np.trunc(a / b).astype(np.int64))
+    assert _runs_jobs(two, lambda: two.run(None, feeds), want)
+    for row in (0, rows - 1):  # (a zero in the caller's half, then in the worker's)
+        zero = b.copy()
+        zero[0, row, 3] = 0
+        with pytest.raises(RnnloopError) as raised:
+            one.run(None, {**feeds, "b": zero})
+        with pytest.raises(RnnloopError) as again:
+            two.run(None, {**feeds, "b": zero})
+        assert str(again.value) == str(raised.value) and "Div" in str(raised.value), str(raised.value)
+    assert _runs_jobs(two, lambda: two.run(None, feeds), want)
+    # A nest the model declares too small, or of sizes it leaves open, is called as it was, with no
+    # task to compile (fusion._split_axis).
+    for rows in ("4", "R"):
+        assert "_p.job_of(" not in rnnloop.load(_nest_model(rows), threads=2).kernel_sources()[0][1]
+
+
+def test_loop_nests_that_do_not_compile_shared_run_on_one_thread_with_a_warning(monkeypatch):
+    """A bug in the code that shares a nest with a worker costs the nest a core, not the region."""
+    from rnnloop.codegen import fusion
+
+    shared = fusion.emit_shared_call
+
+    def broken(g, *args):
+        shared(g, *args)
+        g.module.functions[-1] += "\n    _r.no_such_helper(words)"  # (the task's text: it fails to compile)
+
+    monkeypatch.setattr(fusion, "emit_shared_call", broken)
+    from rnnloop.codegen import kernel
+
+    rows = -(-kernel.SPLIT_ELEMENT_OPS // 512)
+    model = _nest_model(str(rows))
+    with pytest.warns(rnnloop.FallbackWarning, match="its loop nests run on one thread"):
+        two = rnnloop.load(model, threads=2)
+    assert "_p.job_of(" not in two.kernel_sources()[0][1]
+    feeds = {"x": np.ones((1, rows, 512), np.float32), "a": np.ones((1, rows, 512), np.int64),
+             "b": np.full((1, rows, 512), 2, np.int64)}
     for g, w in zip(two.run(None, feeds), rnnloop.load(model, backend="interp").run(None, feeds)):
         np.testing.assert_allclose(g, w, rtol=1e-6)
 

@@ -23,13 +23,14 @@ import numpy as np
 
 from ..ir import Graph, Op, TensorType
 from .emitter import NoRule, Var, dtype_name, int_argument
-from .kernel import HELPER
+from .kernel import HELPER, SPLIT_ELEMENT_OPS, emit_shared_call
 from .scalar import ELEMENTWISE, scalar_expr
 from .scalar import NoRule as NoScalarRule
 
 # Ops whose element code can raise (integer division by zero, 0 to a negative power): a group holds
 # at most one, so that an error names the right node.
 _RAISING = frozenset({"Div", "Mod", "Pow"})
+_CONTIGUOUS = ("buffer", "state")  # kinds of Var whose arrays are C-contiguous (np.empty, np.ascontiguousarray)
 
 
 @dataclass
@@ -222,12 +223,39 @@ def emit(g, ops: list[Op], materialized: set[str]) -> dict[str, Var]:
             arrays.setdefault(whole.expr, whole)
             columns[v.expr] = (whole.expr, f"q{len(firsts)}")
             firsts.append(first)
-    function = g.module.helper(_function(g, ops, lazy, results, list(arrays.values()), columns))
+    least = -(-SPLIT_ELEMENT_OPS // len(ops))  # the elements that make a nest worth sharing
+    split = _split_axis(g, sink, ops[-1].outputs[0], least)
+    function = g.module.helper(_function(g, ops, lazy, results, list(arrays.values()), columns, split))
     raising = [op for op in ops if op.op_type in _RAISING]
     if raising:
         g.mark(raising[0])  # integer division by zero raises inside the helper
-    g.body(f"{function}({', '.join([*(a for a in arrays if a not in columns), *firsts])})")
+    if split is None:
+        g.body(f"{function}({', '.join([*(a for a in arrays if a not in columns), *firsts])})")
+    else:
+        direct = {v.expr for v in arrays.values() if v.kind in _CONTIGUOUS} | {v.expr for v in results.values()}
+        emit_shared_call(g, function, [v for e, v in arrays.items() if e not in columns], direct, firsts,
+                         sink.dim(split), _size(sink), least)
     return results
+
+
+def _split_axis(g, sink: Var, name: str, least: int) -> int | None:
+    """The axis along which a nest's call is shared with a worker (kernel.emit_shared_call): its
+    first axis but the last not of size 1, when the model fixes its sizes (as it declares `name`,
+    the sink, or as its dims say) and it has at least `least` elements. None for a nest of sizes
+    the model leaves open: sharing costs each nest about 1.4 s of compile time (three of FSMN's:
+    9.8 s against 5.7, ad hoc on the Xeon, 2026-12-02), which a nest that turns out small would pay
+    for nothing; a batch of several rows is split over the threads before the kernel (batching.py).
+    None also inside a loop (a step's work: the products of a step are shared instead)."""
+    if g.loop is not None or sink.rank == 0 or not g.module.at_once:
+        return None
+    dims = [sink.dim(d) for d in range(sink.rank)]
+    declared = g.declared_shape(name, sink.rank) or (None,) * sink.rank
+    sizes = [d if isinstance(d, int) else int(e) if e.isdigit() else None for d, e in zip(declared, dims)]
+    if None in sizes or int(np.prod(sizes)) < least:
+        return None
+    # Not the last axis: bounds of its own on the innermost loop keep LLVM from vectorising it
+    # (a chain of 10 ops on [1, 2**20] took 4 times as long).
+    return next((d for d, size in enumerate(sizes[:-1]) if size != 1), None)
 
 
 # runtime.binary_rows computes these ops, by their codes there.
@@ -299,7 +327,7 @@ def _inputs(g, lazy: dict[str, Var], op: Op) -> list[Var | None]:
 
 
 def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], arrays: list[Var],
-              columns: dict[str, tuple[str, str]]) -> str:
+              columns: dict[str, tuple[str, str]], split: int | None = None) -> str:
     """The helper's source, named FUNCTION, with `arrays` but the column parts as parameters (p0, p1,
     ...), then the first columns of `columns` (q0, q1, ...: see emit).
 
@@ -319,7 +347,7 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
     # column parts of those are read from them (see emit); other arrays (views, inputs) are read by
     # rows through np.ascontiguousarray, a view when the row's elements are adjacent. A row view
     # costs reference counting, so it is not taken when not needed (a tiny loop feels it).
-    contiguous = {v.expr for v in arrays if v.kind in ("buffer", "state")} | {v.expr for v in results.values()}
+    contiguous = {v.expr for v in arrays if v.kind in _CONTIGUOUS} | {v.expr for v in results.values()}
     setup, rows, at = [], [], {}
     viewed: set[str] = set()  # the parameters read through a row view r{p}
     leading: dict[str, list[str]] = {}  # parameter -> its index along each axis but the last
@@ -375,14 +403,15 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
 
     params = [p for e, p in name.items() if e not in columns]
     lines = [HELPER,
-             f"def FUNCTION({', '.join([*params, *(q for _, q in columns.values())])}):",
+             f"def FUNCTION({', '.join([*params, *(q for _, q in columns.values()), *(['lo', 'hi'] if split is not None else [])])}):",
              f'    """{" ".join(op.op_type for op in ops)} over rank {rank}"""']
     lines += ["    " + line for line in setup]
     for d in range(rank):
         pad = "    " * (d + 1)
         if d == rank - 1:  # the row views, just outside the innermost loop
             lines += [pad + line for line in rows]
-        lines.append(f"{pad}for {idx[d]} in range({name[sink.expr]}.shape[{d}]):")
+        bounds = "lo, hi" if d == split else f"{name[sink.expr]}.shape[{d}]"
+        lines.append(f"{pad}for {idx[d]} in range({bounds}):")
     pad = "    " * (rank + 1)
     for k, op in enumerate(ops):
         ins = _inputs(g, lazy, op)

@@ -18,8 +18,8 @@ from .kernel import ENTRY, HELPER, KernelModule, LoopFunction, LoopGen, ModuleGe
 
 def generate_region(body: Graph, label: str, at_once: bool = True) -> KernelModule:
     """The kernel module of a region's body; with `at_once`, loops that can run at once do
-    (concurrent_loops). Raises NoRule, with `op` set to the op that cannot be compiled when there
-    is one.
+    (concurrent_loops), and large loop nests share their work with a worker (kernel.emit_shared_call).
+    Raises NoRule, with `op` set to the op that cannot be compiled when there is one.
 
     The layers of a stack become one function the kernel calls once per layer (outlined): a
     layer's part that no other layer shares is generated again inline, since a function of its own
@@ -43,6 +43,7 @@ def generate_region(body: Graph, label: str, at_once: bool = True) -> KernelModu
 def _generate(body: Graph, label: str, at_once: bool, inline: set[int]) -> tuple[ModuleGen, KernelModule]:
     module = ModuleGen(label)
     module.loops = 1  # (the loops it calls are inner loops: `kernel` is the region's function)
+    module.at_once = at_once
     g = LoopGen(module, body, {}, label)
     g.params = ["status", "max_iter"]
     for name in body.inputs:
