@@ -421,7 +421,7 @@ def test_a_large_loop_nest_shares_its_rows_with_a_worker_and_gives_the_bits_of_o
 
 def test_loop_nests_that_do_not_compile_shared_run_on_one_thread_with_a_warning(monkeypatch):
     """A bug in the code that shares a nest with a worker costs the nest a core, not the region."""
-    from rnnloop.codegen import fusion
+    from rnnloop.codegen import fusion, kernel
 
     shared = fusion.emit_shared_call
 
@@ -430,8 +430,6 @@ def test_loop_nests_that_do_not_compile_shared_run_on_one_thread_with_a_warning(
         g.module.functions[-1] += "\n    _r.no_such_helper(words)"  # (the task's text: it fails to compile)
 
     monkeypatch.setattr(fusion, "emit_shared_call", broken)
-    from rnnloop.codegen import kernel
-
     rows = -(-kernel.SPLIT_ELEMENT_OPS // 512)
     model = _nest_model(str(rows))
     with pytest.warns(rnnloop.FallbackWarning, match="its loop nests run on one thread"):
