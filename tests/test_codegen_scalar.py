@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import warnings
 
+import llvmlite.binding as llvm
 import numpy as np
 import onnx
 import pytest
@@ -120,6 +121,25 @@ def test_float32_function_gives_the_ieee_answers_at_infinities_nan_and_domain_ed
     y = _apply(getattr(mathfn, name), xs)
     np.testing.assert_allclose(y, expected, rtol=4e-7, atol=0)  # NaN where NaN, inf where inf
     np.testing.assert_array_equal(np.signbit(y[y == 0]), np.signbit(expected[y == 0]))
+
+
+@pytest.mark.skipif(llvm.llvm_version_info < (16,), reason="llvm.ldexp needs LLVM 16")
+def test_exp_f32s_two_ways_of_scaling_by_a_power_of_two_give_the_same_bits():
+    """exp_f32's e * 2**n: llvm.ldexp where the CPU has AVX-512, two factors elsewhere (mathfn._scaling);
+    for every n it takes (subnormal and infinite results included), the same bits."""
+
+    @njit
+    def both(es, ns, ldexp, factors):
+        for i in range(es.shape[0]):
+            ldexp[i] = mathfn._scale_by_ldexp(es[i], ns[i])
+            factors[i] = mathfn._scale_by_factors(es[i], ns[i])
+
+    es = np.repeat(np.array([0.70710677, 0.75, 1.0, 1.2345, 1.4142135], F32), 281)
+    ns = np.tile(np.arange(-151, 130, dtype=F32), 5)
+    ldexp, factors = np.empty_like(es), np.empty_like(es)
+    both(es, ns, ldexp, factors)
+    np.testing.assert_array_equal(ldexp.view(np.int32), factors.view(np.int32))
+    assert np.isinf(ldexp[ns == 129]).all() and (ldexp[ns == -151] <= 2 ** -149).all()
 
 
 def test_tanh_f32_is_odd_and_bounded():
