@@ -30,7 +30,6 @@ from .scalar import NoRule as NoScalarRule
 # Ops whose element code can raise (integer division by zero, 0 to a negative power): a group holds
 # at most one, so that an error names the right node.
 _RAISING = frozenset({"Div", "Mod", "Pow"})
-_CONTIGUOUS = ("buffer", "state")  # kinds of Var whose arrays are C-contiguous (np.empty, np.ascontiguousarray)
 
 
 @dataclass
@@ -232,9 +231,8 @@ def emit(g, ops: list[Op], materialized: set[str]) -> dict[str, Var]:
     if split is None:
         g.body(f"{function}({', '.join([*(a for a in arrays if a not in columns), *firsts])})")
     else:
-        direct = {v.expr for v in arrays.values() if v.kind in _CONTIGUOUS} | {v.expr for v in results.values()}
-        emit_shared_call(g, function, [v for e, v in arrays.items() if e not in columns], direct, firsts,
-                         sink.dim(split), _size(sink), least)
+        emit_shared_call(g, function, [v for e, v in arrays.items() if e not in columns],
+                         _contiguous(arrays.values(), results), firsts, sink.dim(split), _size(sink), least)
     return results
 
 
@@ -347,7 +345,7 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
     # column parts of those are read from them (see emit); other arrays (views, inputs) are read by
     # rows through np.ascontiguousarray, a view when the row's elements are adjacent. A row view
     # costs reference counting, so it is not taken when not needed (a tiny loop feels it).
-    contiguous = {v.expr for v in arrays if v.kind in _CONTIGUOUS} | {v.expr for v in results.values()}
+    contiguous = _contiguous(arrays, results)
     setup, rows, at = [], [], {}
     viewed: set[str] = set()  # the parameters read through a row view r{p}
     leading: dict[str, list[str]] = {}  # parameter -> its index along each axis but the last
@@ -427,6 +425,12 @@ def _function(g, ops: list[Op], lazy: dict[str, Var], results: dict[str, Var], a
         if out in results:
             lines.append(f"{pad}{at[name[results[out].expr]]} = {lazy[out].expr}")
     return "\n".join(lines)
+
+
+def _contiguous(arrays, results: dict[str, Var]) -> set[str]:
+    """The expressions of a nest's arrays that are C-contiguous, so indexed directly: its buffers and
+    carried state (np.empty, np.ascontiguousarray) and its results."""
+    return {v.expr for v in arrays if v.kind in ("buffer", "state")} | {v.expr for v in results.values()}
 
 
 def _wide(v: Var) -> bool:
